@@ -1,0 +1,169 @@
+// Package fleet holds Switchyard's domain: the candidates a request may be
+// routed to, the request and the chunks of its answer, the record of each
+// attempt, live events, and the Stream interface every upstream adapter
+// implements. It imports the standard library only; every other package of
+// the backend depends on it and it depends on none of them.
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Provider names the wire protocol a candidate speaks.
+type Provider string
+
+const (
+	// ProviderOllama is Ollama's native API (/api/chat, NDJSON).
+	ProviderOllama Provider = "ollama"
+	// ProviderOpenAI is the OpenAI chat completions API (SSE), as served by
+	// vLLM, llama.cpp server, LM Studio and Ollama's /v1.
+	ProviderOpenAI Provider = "openai"
+)
+
+// Candidate is one configured (endpoint, model) pair. It is a value: the
+// router keeps its own copy and a config reload replaces it whole.
+type Candidate struct {
+	ID               string
+	Provider         Provider
+	URL              string // base URL as the server's own clients take it
+	Model            string // the model name the upstream knows
+	Priority         int    // lower is tried earlier
+	Enabled          bool
+	SupportsThinking bool
+	GPUs             []int  // local GPU indexes it runs on; nil means "all local GPUs" for a local endpoint
+	APIKey           string // resolved upstream key, never logged
+	// Local reports whether URL points at this machine (loopback).
+	Local bool
+}
+
+// Message is one chat turn.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	Thinking   string     `json:"thinking,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+	Images     []string   `json:"images,omitempty"` // base64, Ollama style
+}
+
+// ToolCall is a complete tool call of a message, or one delta of it in a
+// Chunk (Index says which call a delta belongs to; Arguments arrive as
+// fragments).
+type ToolCall struct {
+	Index     int    `json:"index"`
+	ID        string `json:"id,omitempty"`
+	Type      string `json:"type,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+}
+
+// Tool is a function the model may call, in the shape both OpenAI and Ollama
+// accept.
+type Tool struct {
+	Type     string       `json:"type"`
+	Function ToolFunction `json:"function"`
+}
+
+// ToolFunction describes a callable function.
+type ToolFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// Options are the sampling settings a caller may set. Nil means "the
+// upstream's default".
+type Options struct {
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	MaxTokens   *int     `json:"max_tokens,omitempty"`
+	Seed        *int     `json:"seed,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
+}
+
+// Protocol names the API a caller used to reach Switchyard.
+type Protocol string
+
+const (
+	ProtocolOpenAI Protocol = "openai"
+	ProtocolOllama Protocol = "ollama"
+	ProtocolUI     Protocol = "ui"
+)
+
+// Request is one chat request as the router sees it, whatever protocol it
+// arrived in. Adapters read it and never modify it.
+type Request struct {
+	ID       string   // Switchyard's request id
+	Protocol Protocol // how the caller reached us
+	Model    string   // the model the caller named ("", "auto", an id or an alias)
+	Messages []Message
+	Tools    []Tool
+	Options  Options
+	// Thinking is true when the caller asked for reasoning.
+	Thinking bool
+	// ThinkLevel is the requested effort ("low", "medium", "high") or ""
+	// for plain on/off.
+	ThinkLevel string
+	// Format is Ollama's format field or OpenAI's response_format, passed
+	// through as the caller sent it.
+	Format json.RawMessage
+	Stream bool // the caller wants a stream (the router always streams upstream)
+}
+
+// Chunk is one event of an answer, normalised across wire formats.
+type Chunk struct {
+	Role      string
+	Content   string
+	Reasoning string
+	ToolCalls []ToolCall
+	// FinishReason is set on the chunk that ends the answer ("stop",
+	// "length", "tool_calls", ...). A stream without it was truncated.
+	FinishReason string
+	Usage        *Usage
+	Model        string // the model name the upstream reported, if any
+}
+
+// IsFirstToken reports whether c carries content, reasoning text or a
+// tool-call delta: the event that commits a stream. Role-only chunks, empty
+// deltas and usage-only chunks are not a first token.
+func (c *Chunk) IsFirstToken() bool {
+	return c.Content != "" || c.Reasoning != "" || len(c.ToolCalls) > 0
+}
+
+// Usage is what an upstream reports about a finished answer.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+	// LoadDuration is the time the upstream spent loading the model for
+	// this request (Ollama's load_duration), zero when unknown.
+	LoadDuration time.Duration
+}
+
+// Stream is one upstream answer, read chunk by chunk like an io.Reader.
+//
+// Recv blocks until the next chunk, and returns io.EOF after the last chunk
+// of a complete answer (one whose end marker the wire format defines was
+// seen: [DONE], finish_reason or done:true). An answer that ends without that
+// marker returns ErrTruncated; an error the upstream reported in the stream
+// returns an *EventError; cancelling the context the stream was opened with
+// makes Recv return promptly with the context's error.
+//
+// Close releases the connection at once, whether or not the answer is
+// complete; it is safe to call more than once, and from another goroutine
+// than Recv. The opener of a Stream closes it.
+type Stream interface {
+	Recv() (Chunk, error)
+	Close() error
+}
+
+// Backend opens chat streams on one candidate. Implementations are safe for
+// concurrent use.
+type Backend interface {
+	// ChatStream sends req to the upstream and returns its answer once the
+	// response headers arrived. An HTTP error status is a *StatusError. The
+	// stream lives under ctx.
+	ChatStream(ctx context.Context, c Candidate, req *Request) (Stream, error)
+}

@@ -1,0 +1,122 @@
+package fleet
+
+import "time"
+
+// Outcome is how one attempt ended (SPEC 5, attempts.outcome).
+type Outcome string
+
+const (
+	OutcomeSuccess           Outcome = "success"
+	OutcomeError             Outcome = "error"
+	OutcomeTimeout           Outcome = "timeout"
+	OutcomeNoContent         Outcome = "no_content"
+	OutcomeBusy              Outcome = "busy"
+	OutcomeSkippedOpen       Outcome = "skipped_open"
+	OutcomeClientAbort       Outcome = "client_abort"
+	OutcomeNotRetryable      Outcome = "not_retryable"
+	OutcomeFailedAfterCommit Outcome = "failed_after_commit"
+	OutcomeHedgeLost         Outcome = "hedge_lost"
+)
+
+// Status is how a whole request ended (SPEC 5, requests.status).
+type Status string
+
+const (
+	StatusOK                       Status = "ok"
+	StatusFailed                   Status = "error"
+	StatusClientAbort              Status = "client_abort"
+	StatusUpstreamErrorAfterCommit Status = "upstream_error_after_commit"
+)
+
+// GPUReading is the memory reading that demoted a candidate, kept on the
+// attempt so history shows why.
+type GPUReading struct {
+	GPU        int    `json:"gpu"`    // index, -1 for a remote endpoint's own report
+	Source     string `json:"source"` // "nvml", "ollama_ps", "vllm_metrics", ...
+	FreeBytes  uint64 `json:"free_bytes"`
+	UsedBytes  uint64 `json:"used_bytes"`
+	TotalBytes uint64 `json:"total_bytes"`
+	Reason     string `json:"reason"` // e.g. "free 0.6 GiB < 1 GiB"
+}
+
+// Attempt is the record of one try of one candidate for one request.
+type Attempt struct {
+	RequestID  string        `json:"request_id"`
+	Order      int           `json:"order"` // 0-based position in the request's attempt list
+	Candidate  string        `json:"candidate"`
+	Outcome    Outcome       `json:"outcome"`
+	Error      string        `json:"error,omitempty"`
+	HTTPStatus int           `json:"http_status,omitempty"`
+	StartedAt  time.Time     `json:"started_at"`
+	Deadline   time.Duration `json:"deadline_ns"` // first-token deadline it ran under, 0 if never started
+	TTFT       time.Duration `json:"ttft_ns"`     // 0 when no first token
+	Duration   time.Duration `json:"duration_ns"`
+	// Cold is true when the deadline included an expected load time.
+	Cold    bool        `json:"cold,omitempty"`
+	Demoted bool        `json:"demoted,omitempty"`
+	Reading *GPUReading `json:"reading,omitempty"`
+}
+
+// RequestRecord is the history record of one request, written when it ends.
+type RequestRecord struct {
+	ID               string        `json:"id"`
+	StartedAt        time.Time     `json:"started_at"`
+	Protocol         Protocol      `json:"protocol"`
+	Stream           bool          `json:"stream"`
+	Thinking         bool          `json:"thinking"`
+	RequestedModel   string        `json:"requested_model"`
+	ServedCandidate  string        `json:"served_candidate,omitempty"`
+	ServedModel      string        `json:"served_model,omitempty"`
+	IsFallback       bool          `json:"is_fallback"`
+	Status           Status        `json:"status"`
+	HTTPStatus       int           `json:"http_status,omitempty"`
+	Error            string        `json:"error,omitempty"`
+	TTFT             time.Duration `json:"ttft_ns"` // as the caller saw it, 0 when none
+	Latency          time.Duration `json:"latency_ns"`
+	PromptTokens     int           `json:"prompt_tokens,omitempty"`
+	CompletionTokens int           `json:"completion_tokens,omitempty"`
+	Attempts         []Attempt     `json:"attempts"`
+}
+
+// BreakerState is the state of one candidate's circuit breaker.
+type BreakerState string
+
+const (
+	BreakerClosed   BreakerState = "closed"
+	BreakerOpen     BreakerState = "open"
+	BreakerHalfOpen BreakerState = "half_open"
+)
+
+// BreakerChange is one breaker transition.
+type BreakerChange struct {
+	Candidate string       `json:"candidate"`
+	From      BreakerState `json:"from"`
+	To        BreakerState `json:"to"`
+	At        time.Time    `json:"at"`
+	Cause     string       `json:"cause"`
+}
+
+// EventType names a live event.
+type EventType string
+
+const (
+	EventRequestStarted EventType = "request_started"
+	EventAttempt        EventType = "attempt" // an attempt ended (Attempt set)
+	EventCommit         EventType = "commit"  // a stream committed (Attempt set, Outcome success)
+	EventRequestDone    EventType = "request_done"
+	EventBreaker        EventType = "breaker" // Breaker set
+	EventGPUSample      EventType = "gpu"     // Data holds the sample
+	EventConfig         EventType = "config"  // Data holds the outcome of a config reload
+)
+
+// Event is one live event for the UI's events stream. Exactly the fields its
+// Type names are set.
+type Event struct {
+	Type      EventType      `json:"type"`
+	At        time.Time      `json:"at"`
+	RequestID string         `json:"request_id,omitempty"`
+	Attempt   *Attempt       `json:"attempt,omitempty"`
+	Request   *RequestRecord `json:"request,omitempty"`
+	Breaker   *BreakerChange `json:"breaker,omitempty"`
+	Data      any            `json:"data,omitempty"`
+}

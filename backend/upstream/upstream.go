@@ -1,0 +1,195 @@
+// Package upstream holds what the wire-protocol adapters (upstream/ollama,
+// upstream/openai) share: one keep-alive HTTP transport per upstream host,
+// and the mapping of an HTTP error answer to a *fleet.StatusError.
+package upstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// Settings tune the transports. The zero value means the defaults below.
+type Settings struct {
+	// DialTimeout bounds connecting to an upstream. Default 5s.
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for response headers after the
+	// request was written. It does not cover the body: the router's
+	// first-token deadline and stall timeout do. Default 5m (a cold model
+	// may take minutes to load before Ollama sends headers).
+	ResponseHeaderTimeout time.Duration
+	// MaxConnsPerHost caps connections to one host. Default 64.
+	MaxConnsPerHost int
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.DialTimeout <= 0 {
+		s.DialTimeout = 5 * time.Second
+	}
+	if s.ResponseHeaderTimeout <= 0 {
+		s.ResponseHeaderTimeout = 5 * time.Minute
+	}
+	if s.MaxConnsPerHost <= 0 {
+		s.MaxConnsPerHost = 64
+	}
+	return s
+}
+
+// Pool hands out one *http.Client per upstream host, so connections are kept
+// alive and reused across requests to the same server. Safe for concurrent
+// use; the zero value is not usable, call NewPool.
+type Pool struct {
+	settings Settings
+	mu       sync.Mutex
+	clients  map[string]*http.Client // by scheme://host:port
+}
+
+// NewPool returns an empty pool.
+func NewPool(s Settings) *Pool {
+	return &Pool{settings: s.withDefaults(), clients: make(map[string]*http.Client)}
+}
+
+// Client returns the client for baseURL's host, creating it on first use.
+func (p *Pool) Client(baseURL string) *http.Client {
+	key := hostKey(baseURL)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[key]; ok {
+		return c
+	}
+	c := &http.Client{Transport: p.newTransport()}
+	p.clients[key] = c
+	return c
+}
+
+// CloseIdle closes idle connections of every client (on shutdown).
+func (p *Pool) CloseIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.clients {
+		c.CloseIdleConnections()
+	}
+}
+
+func (p *Pool) newTransport() *http.Transport {
+	s := p.settings
+	d := &net.Dialer{Timeout: s.DialTimeout, KeepAlive: 30 * time.Second} // Go leaves TCP_NODELAY on
+	return &http.Transport{
+		Proxy:                 nil, // local fleets: never send prompts through an environment proxy
+		DialContext:           d.DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   s.MaxConnsPerHost,
+		MaxConnsPerHost:       s.MaxConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: s.ResponseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // token streams are small; gzip would add latency and buffering
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+func hostKey(baseURL string) string {
+	// scheme://host[:port]/path → scheme://host[:port]
+	s := baseURL
+	if i := strings.Index(s, "://"); i >= 0 {
+		rest := s[i+3:]
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			return s[:i+3+j]
+		}
+	}
+	return s
+}
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 64 << 10
+
+// StatusError reads an error answer (status >= 400) and turns it into a
+// *fleet.StatusError. It understands the JSON error bodies of OpenAI, vLLM
+// (nested and flat), llama.cpp and Ollama, and keeps the start of an HTML or
+// plain-text page from a proxy. It sets Busy for 429, and for 503 when the
+// answer carries Retry-After or busyHint reports the body as a busy answer.
+// It does not close resp.Body.
+func StatusError(resp *http.Response, busyHint func(msg string) bool) *fleet.StatusError {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	msg := ErrorMessage(body)
+	se := &fleet.StatusError{
+		StatusCode: resp.StatusCode,
+		Message:    msg,
+		RetryAfter: RetryAfter(resp.Header),
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests:
+		se.Busy = true
+	case http.StatusServiceUnavailable:
+		se.Busy = resp.Header.Get("Retry-After") != "" || (busyHint != nil && busyHint(msg))
+	}
+	return se
+}
+
+// ErrorMessage extracts the human message from an error body in any of the
+// known dialects: {"error":{"message":...}}, {"error":"..."},
+// {"object":"error","message":...}, {"message":...}. Anything else (HTML,
+// plain text) is returned trimmed and cut to 200 bytes.
+func ErrorMessage(body []byte) string {
+	body = bytes.TrimSpace(body)
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  string          `json:"detail"`
+	}
+	if len(body) > 0 && body[0] == '{' && json.Unmarshal(body, &v) == nil {
+		if len(v.Error) > 0 && string(v.Error) != "null" {
+			var s string
+			if json.Unmarshal(v.Error, &s) == nil {
+				return s
+			}
+			var o struct {
+				Message string `json:"message"`
+			}
+			if json.Unmarshal(v.Error, &o) == nil && o.Message != "" {
+				return o.Message
+			}
+		}
+		if v.Message != "" {
+			return v.Message
+		}
+		if v.Detail != "" {
+			return v.Detail
+		}
+	}
+	return Clip(string(body), 200)
+}
+
+// RetryAfter reads Retry-After given in seconds (the form model servers
+// use); an HTTP date or garbage yields zero.
+func RetryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	secs, err := strconv.ParseFloat(v, 64)
+	if err != nil || secs < 0 || secs > 3600 {
+		return 0
+	}
+	return time.Duration(secs * float64(time.Second))
+}
+
+// Clip cuts s to at most n bytes on a rune boundary, marking the cut.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
