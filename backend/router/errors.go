@@ -1,0 +1,84 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// Error is returned when a request got no answer: the model is unknown, no
+// candidate could serve, a not-retryable error came back, every candidate
+// failed, or the caller went away. It names each attempt.
+type Error struct {
+	// Status is the HTTP status to answer with: the upstream's own for a
+	// request error (400, 413, 422), 404 for an unknown model, 502 for an
+	// upstream auth failure (our configuration, not the caller's), 503 when
+	// every candidate failed or none was available, 499 for a client abort.
+	Status   int
+	Err      error // the cause: fleet.ErrUnknownModel, a *fleet.StatusError, ErrAllFailed, context.Canceled...
+	Attempts []fleet.Attempt
+}
+
+// ErrAllFailed is the cause of an Error when every candidate failed.
+var ErrAllFailed = errors.New("all candidates failed")
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Err.Error())
+	if len(e.Attempts) > 0 {
+		b.WriteString(": ")
+		for i, a := range e.Attempts {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(Describe(a))
+		}
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Describe says in a few words why an attempt ended, for error messages and
+// the UI: "qwen3-8b: no first token in 2.1s".
+func Describe(a fleet.Attempt) string {
+	switch a.Outcome {
+	case fleet.OutcomeTimeout:
+		return fmt.Sprintf("%s: no first token in %v", a.Candidate, roundDuration(a.Duration))
+	case fleet.OutcomeNoContent:
+		return a.Candidate + ": empty answer"
+	case fleet.OutcomeSuccess:
+		return a.Candidate + ": ok"
+	}
+	if a.Error != "" {
+		return fmt.Sprintf("%s: %s", a.Candidate, a.Error)
+	}
+	return fmt.Sprintf("%s: %s", a.Candidate, a.Outcome)
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(time.Second)
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// CommittedError is an upstream failure after the stream was committed:
+// the caller already has part of the answer, so nothing is retried. It
+// reaches the caller as an in-stream error in its protocol.
+type CommittedError struct {
+	Candidate string
+	Err       error
+}
+
+func (e *CommittedError) Error() string {
+	return fmt.Sprintf("%s failed after its first token: %v", e.Candidate, e.Err)
+}
+
+func (e *CommittedError) Unwrap() error { return e.Err }

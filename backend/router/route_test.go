@@ -1,0 +1,466 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+var errRefused = errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+
+func TestStreamProbeAndCommit(t *testing.T) {
+	healthyB := answer("B1", "B2", "B3")
+	tests := []struct {
+		name         string
+		a            script
+		wantContent  string
+		wantErr      bool // an error reaches the caller (after commit)
+		wantServed   string
+		wantFallback bool
+		wantOutcomes []fleet.Outcome
+		wantStatus   fleet.Status
+		wantBreakerA int // consecutive failures on a's breaker afterwards
+	}{
+		{
+			name: "healthy primary", a: answer("A1", "A2"),
+			wantContent: "A1A2", wantServed: "a",
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK,
+		},
+		{
+			name: "connection refused → silent switch", a: script{openErr: errRefused},
+			wantContent: "B1B2B3", wantServed: "b", wantFallback: true,
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeError, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK, wantBreakerA: 1,
+		},
+		{
+			name:        "error event before first token → silent switch",
+			a:           script{steps: []step{role(), fail(&fleet.EventError{Message: "CUDA out of memory"})}},
+			wantContent: "B1B2B3", wantServed: "b", wantFallback: true,
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeError, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK, wantBreakerA: 1,
+		},
+		{
+			name: "HTTP 500 → switch", a: script{openErr: &fleet.StatusError{StatusCode: 500, Message: "boom"}},
+			wantContent: "B1B2B3", wantServed: "b", wantFallback: true,
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeError, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK, wantBreakerA: 1,
+		},
+		{
+			name:        "role-only chunk then stall → timeout → switch",
+			a:           script{steps: []step{role(), {block: true}}},
+			wantContent: "B1B2B3", wantServed: "b", wantFallback: true,
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeTimeout, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK, wantBreakerA: 1,
+		},
+		{
+			name: "hang before headers → timeout → switch", a: script{openHang: true},
+			wantContent: "B1B2B3", wantServed: "b", wantFallback: true,
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeTimeout, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK, wantBreakerA: 1,
+		},
+		{
+			name: "empty stream → no_content → switch", a: script{steps: []step{role(), finish()}},
+			wantContent: "B1B2B3", wantServed: "b", wantFallback: true,
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeNoContent, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK, wantBreakerA: 1,
+		},
+		{
+			name: "truncated before first token → switch", a: script{steps: []step{role(), fail(fleet.ErrTruncated)}},
+			wantContent: "B1B2B3", wantServed: "b", wantFallback: true,
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeError, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK, wantBreakerA: 1,
+		},
+		{
+			name:        "busy → skipped without a breaker failure",
+			a:           script{openErr: &fleet.StatusError{StatusCode: 503, Busy: true, RetryAfter: 5 * time.Second}},
+			wantContent: "B1B2B3", wantServed: "b", wantFallback: true,
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeBusy, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK,
+		},
+		{
+			name:        "first token then error → stream error, no switch",
+			a:           script{steps: []step{role(), tok("A1"), fail(&fleet.EventError{Message: "died"})}},
+			wantContent: "A1", wantErr: true, wantServed: "a",
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeFailedAfterCommit}, wantStatus: fleet.StatusUpstreamErrorAfterCommit, wantBreakerA: 1,
+		},
+		{
+			name:        "truncated after commit → stream error",
+			a:           script{steps: []step{role(), tok("A1"), tok("A2"), fail(fleet.ErrTruncated)}},
+			wantContent: "A1A2", wantErr: true, wantServed: "a",
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeFailedAfterCommit}, wantStatus: fleet.StatusUpstreamErrorAfterCommit, wantBreakerA: 1,
+		},
+		{
+			name:        "stall after commit → stream error at the stall timeout",
+			a:           script{steps: []step{role(), tok("A1"), {block: true}}},
+			wantContent: "A1", wantErr: true, wantServed: "a",
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeFailedAfterCommit}, wantStatus: fleet.StatusUpstreamErrorAfterCommit, wantBreakerA: 1,
+		},
+		{
+			name:        "reasoning counts as first token",
+			a:           script{steps: []step{role(), {chunk: fleet.Chunk{Reasoning: "hmm"}}, tok("A1"), finish()}},
+			wantContent: "A1", wantServed: "a",
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK,
+		},
+		{
+			name:        "tool-call delta counts as first token",
+			a:           script{steps: []step{role(), {chunk: fleet.Chunk{ToolCalls: []fleet.ToolCall{{Name: "f"}}}}, finish()}},
+			wantContent: "", wantServed: "a",
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(map[string]script{"a": tt.a, "b": healthyB, "c": answer("C1")})
+				rec := &memRecorder{}
+				r := New(testFleet(f, Settings{FirstTokenTimeout: 2 * time.Second, StallTimeout: 5 * time.Second}), Deps{Recorder: rec})
+				s, err := r.Stream(t.Context(), &fleet.Request{Model: "auto", Stream: true})
+				if err != nil {
+					t.Fatalf("Stream() error = %v", err)
+				}
+				if m := s.Meta(); m.Candidate.ID != tt.wantServed || m.Fallback != tt.wantFallback {
+					t.Errorf("Meta() = served %s fallback %v; want %s %v", m.Candidate.ID, m.Fallback, tt.wantServed, tt.wantFallback)
+				}
+				got, err := drain(s)
+				s.Close()
+				if got != tt.wantContent {
+					t.Errorf("content = %q; want %q", got, tt.wantContent)
+				}
+				var ce *CommittedError
+				if tt.wantErr != (err != nil) || (err != nil && !errors.As(err, &ce)) {
+					t.Errorf("stream error = %v; want committed error %v", err, tt.wantErr)
+				}
+				last := rec.last()
+				if last.Status != tt.wantStatus || last.ServedCandidate != tt.wantServed || last.IsFallback != tt.wantFallback {
+					t.Errorf("record = status %s served %s fallback %v; want %s %s %v", last.Status, last.ServedCandidate, last.IsFallback, tt.wantStatus, tt.wantServed, tt.wantFallback)
+				}
+				if got := outcomes(last.Attempts); !equal(got, tt.wantOutcomes) {
+					t.Errorf("attempts = %v; want %v", got, tt.wantOutcomes)
+				}
+				if n := r.Breaker("a").Snapshot().Failures; n != tt.wantBreakerA {
+					t.Errorf("breaker a failures = %d; want %d", n, tt.wantBreakerA)
+				}
+				for _, id := range []string{"a", "b"} {
+					if o, c := f.counts(id); o != c {
+						t.Errorf("%s: opened %d streams, closed %d", id, o, c)
+					}
+				}
+			})
+		})
+	}
+}
+
+func outcomes(as []fleet.Attempt) []fleet.Outcome {
+	var out []fleet.Outcome
+	for _, a := range as {
+		out = append(out, a.Outcome)
+	}
+	return out
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestTimeoutAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {steps: []step{role(), {block: true}}}, "b": answer("B")})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{FirstTokenTimeout: 3 * time.Second}), Deps{Recorder: rec})
+		start := time.Now()
+		s, err := r.Stream(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited != 3*time.Second {
+			t.Errorf("switched after %v; want exactly the 3s deadline", waited)
+		}
+		drain(s)
+		a := rec.last().Attempts[0]
+		if a.Deadline != 3*time.Second || a.Error != "no first token in 3s" {
+			t.Errorf("attempt = deadline %v error %q; want 3s and the reason", a.Deadline, a.Error)
+		}
+	})
+}
+
+func TestEveryCandidateFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{
+			"a": {openErr: errRefused},
+			"b": {steps: []step{role(), {block: true}}},
+			"c": {steps: []step{finish()}},
+		})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{FirstTokenTimeout: time.Second}), Deps{Recorder: rec})
+		_, err := r.Stream(t.Context(), &fleet.Request{})
+		var e *Error
+		if !errors.As(err, &e) || e.Status != 503 || !errors.Is(err, ErrAllFailed) {
+			t.Fatalf("Stream() error = %v; want *Error 503 all failed", err)
+		}
+		msg := err.Error()
+		for _, want := range []string{"a: " + errRefused.Error(), "b: no first token in 1s", "c: empty answer"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("error %q does not name %q", msg, want)
+			}
+		}
+		if got := rec.last(); got.Status != fleet.StatusFailed || len(got.Attempts) != 3 {
+			t.Errorf("record = %+v; want error with 3 attempts", got)
+		}
+	})
+}
+
+func TestClientAbort(t *testing.T) {
+	t.Run("before commit", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(map[string]script{"a": {steps: []step{role(), {wait: 10 * time.Second}, tok("late")}}, "b": answer("B")})
+			rec := &memRecorder{}
+			r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+			ctx, cancel := context.WithCancel(t.Context())
+			time.AfterFunc(time.Second, cancel)
+			_, err := r.Stream(ctx, &fleet.Request{})
+			var e *Error
+			if !errors.As(err, &e) || e.Status != StatusClientClosed {
+				t.Fatalf("Stream() error = %v; want a 499 *Error", err)
+			}
+			got := rec.last()
+			if got.Status != fleet.StatusClientAbort || !equal(outcomes(got.Attempts), []fleet.Outcome{fleet.OutcomeClientAbort}) {
+				t.Errorf("record = %s %v; want client_abort", got.Status, outcomes(got.Attempts))
+			}
+			if o, c := f.counts("a"); o != 1 || c != 1 {
+				t.Errorf("a: opened %d closed %d; want 1 1", o, c)
+			}
+			if o, _ := f.counts("b"); o != 0 {
+				t.Errorf("b was tried after the caller left")
+			}
+			if s := r.Breaker("a").Snapshot(); s.Failures != 0 {
+				t.Errorf("abort counted on the breaker: %+v", s)
+			}
+		})
+	})
+	t.Run("after commit, by context", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(map[string]script{"a": {steps: []step{role(), tok("A1"), {wait: 10 * time.Second}, tok("A2"), finish()}}})
+			rec := &memRecorder{}
+			r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+			ctx, cancel := context.WithCancel(t.Context())
+			s, err := r.Stream(ctx, &fleet.Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.AfterFunc(time.Second, cancel)
+			got, err := drain(s)
+			if got != "A1" || !errors.Is(err, context.Canceled) {
+				t.Errorf("drain() = %q, %v; want A1, context.Canceled", got, err)
+			}
+			s.Close()
+			assertAbort(t, f, r, rec)
+		})
+	})
+	t.Run("after commit, by Close", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(map[string]script{"a": {steps: []step{role(), tok("A1"), {block: true}}}})
+			rec := &memRecorder{}
+			r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+			s, err := r.Stream(t.Context(), &fleet.Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Recv() // role
+			s.Recv() // A1
+			done := make(chan error)
+			go func() { _, err := s.Recv(); done <- err }()
+			synctest.Wait()
+			s.Close()
+			if err := <-done; err == nil {
+				t.Error("Recv() after Close = nil error")
+			}
+			assertAbort(t, f, r, rec)
+		})
+	})
+}
+
+func assertAbort(t *testing.T, f *fakeBackend, r *Router, rec *memRecorder) {
+	t.Helper()
+	got := rec.last()
+	if got.Status != fleet.StatusClientAbort || !equal(outcomes(got.Attempts), []fleet.Outcome{fleet.OutcomeClientAbort}) {
+		t.Errorf("record = %s %v; want client_abort", got.Status, outcomes(got.Attempts))
+	}
+	if rec.len() != 1 {
+		t.Errorf("%d records; want 1", rec.len())
+	}
+	if o, c := f.counts("a"); o != c {
+		t.Errorf("a: opened %d closed %d", o, c)
+	}
+	if s := r.Breaker("a").Snapshot(); s.Failures != 0 || s.State != fleet.BreakerClosed {
+		t.Errorf("abort touched the breaker: %+v", s)
+	}
+}
+
+func TestNotRetryableReturnsAtOnce(t *testing.T) {
+	for _, status := range []int{400, 401, 403, 413, 422} {
+		t.Run(fmt.Sprintf("HTTP %d", status), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(map[string]script{"a": {openErr: &fleet.StatusError{StatusCode: status, Message: "nope"}}, "b": answer("B")})
+				r := New(testFleet(f, Settings{}), Deps{})
+				for _, stream := range []bool{true, false} {
+					var err error
+					if stream {
+						_, err = r.Stream(t.Context(), &fleet.Request{})
+					} else {
+						_, err = r.Complete(t.Context(), &fleet.Request{})
+					}
+					var e *Error
+					if !errors.As(err, &e) {
+						t.Fatalf("stream=%v: error = %v; want *Error", stream, err)
+					}
+					want := status
+					if status == 401 || status == 403 {
+						want = 502
+					}
+					if e.Status != want {
+						t.Errorf("stream=%v: status = %d; want %d", stream, e.Status, want)
+					}
+				}
+				if o, _ := f.counts("b"); o != 0 {
+					t.Errorf("b was tried after a not-retryable error")
+				}
+				if s := r.Breaker("a").Snapshot(); s.Failures != 0 {
+					t.Errorf("HTTP %d counted on the breaker", status)
+				}
+			})
+		})
+	}
+}
+
+func TestCompleteFallsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{
+			"a": {openErr: &fleet.StatusError{StatusCode: 502}},
+			// b breaks after its first token: nothing reached the caller, so
+			// a non-streaming request moves on.
+			"b": {steps: []step{role(), tok("B1"), fail(fleet.ErrTruncated)}},
+			"c": {steps: []step{role(), {chunk: fleet.Chunk{Reasoning: "think "}}, tok("C1"), tok("C2"),
+				{chunk: fleet.Chunk{FinishReason: "stop", Usage: &fleet.Usage{PromptTokens: 3, CompletionTokens: 2}}}}},
+		})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+		ans, err := r.Complete(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ans.Message.Content != "C1C2" || ans.Message.Thinking != "think " || ans.Candidate.ID != "c" || !ans.Fallback {
+			t.Errorf("Complete() = %+v", ans)
+		}
+		if ans.Usage == nil || ans.Usage.CompletionTokens != 2 || ans.FinishReason != "stop" {
+			t.Errorf("usage/finish = %+v %q", ans.Usage, ans.FinishReason)
+		}
+		got := rec.last()
+		if !equal(outcomes(got.Attempts), []fleet.Outcome{fleet.OutcomeError, fleet.OutcomeError, fleet.OutcomeSuccess}) {
+			t.Errorf("attempts = %v", outcomes(got.Attempts))
+		}
+		if got.PromptTokens != 3 || got.CompletionTokens != 2 {
+			t.Errorf("tokens = %d/%d", got.PromptTokens, got.CompletionTokens)
+		}
+	})
+}
+
+func TestBreakerOpensAndSkips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {openErr: errRefused}, "b": answer("B")})
+		rec := &memRecorder{}
+		obs := &memObserver{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec, Observer: obs})
+		for range 3 {
+			s, err := r.Stream(t.Context(), &fleet.Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(s)
+		}
+		if got := outcomes(rec.last().Attempts); !equal(got, []fleet.Outcome{fleet.OutcomeSkippedOpen, fleet.OutcomeSuccess}) {
+			t.Errorf("third request attempts = %v; want a skipped, b served", got)
+		}
+		if ch := obs.breakerChanges(); len(ch) != 1 || ch[0].To != fleet.BreakerOpen || ch[0].Candidate != "a" {
+			t.Errorf("breaker events = %+v", ch)
+		}
+		// After the cool-down exactly one request probes a.
+		time.Sleep(30 * time.Second)
+		f.set("a", answer("A"))
+		s, _ := r.Stream(t.Context(), &fleet.Request{})
+		if got, _ := drain(s); got != "A" {
+			t.Errorf("half-open probe answer = %q; want A", got)
+		}
+		if st := r.Breaker("a").Snapshot().State; st != fleet.BreakerClosed {
+			t.Errorf("after a good probe state = %s", st)
+		}
+	})
+}
+
+func TestBusyBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {openErr: &fleet.StatusError{StatusCode: 429, RetryAfter: 2 * time.Second}}, "b": answer("B")})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+		for range 2 {
+			s, err := r.Stream(t.Context(), &fleet.Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(s)
+		}
+		a := rec.last().Attempts[0]
+		if a.Outcome != fleet.OutcomeBusy || !strings.Contains(a.Error, "back-off") {
+			t.Errorf("second request's first attempt = %+v; want busy back-off", a)
+		}
+		time.Sleep(2 * time.Second)
+		f.set("a", answer("A"))
+		s, _ := r.Stream(t.Context(), &fleet.Request{})
+		if got, _ := drain(s); got != "A" {
+			t.Errorf("after Retry-After: answer %q; want A", got)
+		}
+		if st := r.Breaker("a").Snapshot(); st.Failures != 0 {
+			t.Errorf("busy counted on the breaker: %+v", st)
+		}
+	})
+}
+
+func TestRecordDurableBeforeEOF(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": answer("A")})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+		s, _ := r.Stream(t.Context(), &fleet.Request{})
+		for {
+			_, err := s.Recv()
+			if err != nil {
+				break
+			}
+			if rec.len() != 0 {
+				t.Fatal("request recorded before its end")
+			}
+		}
+		if rec.len() != 1 || rec.last().Status != fleet.StatusOK {
+			t.Fatalf("at EOF the record must already be written; got %d records", rec.len())
+		}
+	})
+}
+
+func TestUnknownModel(t *testing.T) {
+	f := newFake(map[string]script{"a": answer("A")})
+	rec := &memRecorder{}
+	r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+	_, err := r.Stream(t.Context(), &fleet.Request{Model: "gpt-17"})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 404 || !errors.Is(err, fleet.ErrUnknownModel) {
+		t.Fatalf("error = %v; want 404 unknown model", err)
+	}
+	if o, _ := f.counts("a"); o != 0 {
+		t.Error("an unknown model was routed")
+	}
+}
