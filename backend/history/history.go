@@ -1,0 +1,342 @@
+// Package history is Switchyard's durable record of requests, their
+// attempts and circuit-breaker transitions (SPEC 5), kept in one SQLite file
+// (modernc.org/sqlite, WAL, synchronous=NORMAL).
+//
+// Writes go through one writer goroutine that commits whatever is queued in
+// a single transaction (group commit): Record returns once the transaction
+// holding its record has committed, so an acknowledged record survives a
+// crash of the process. With synchronous=NORMAL a power loss or OS crash may
+// roll back the last commits; the file is never left corrupt.
+//
+// History keeps millisecond resolution: times and durations are truncated to
+// the millisecond when written, and times come back in UTC.
+package history
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrNotFound: no request has the id asked for.
+	ErrNotFound = errors.New("not found")
+	// ErrClosed: the Store was closed.
+	ErrClosed = errors.New("history closed")
+	// ErrSchemaTooNew: the file was written by a newer Switchyard whose
+	// schema this binary does not know.
+	ErrSchemaTooNew = errors.New("history database is newer than this binary")
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultRetention  = 30 * 24 * time.Hour
+	DefaultBatchSize  = 256
+	DefaultPruneEvery = time.Hour
+	busyTimeout       = 5 * time.Second
+)
+
+// Options tune a Store. The zero value means "all defaults".
+type Options struct {
+	// Retention is how long requests and breaker events are kept.
+	// Zero means DefaultRetention (30 days); negative keeps everything.
+	Retention time.Duration
+	// BatchSize is the most records and breaker events written in one
+	// transaction. Zero means DefaultBatchSize. The queue holds four
+	// batches; a Record that finds it full waits.
+	BatchSize int
+	// PruneEvery is how often the writer deletes what is older than
+	// Retention (it also prunes once at Open). Zero means
+	// DefaultPruneEvery; negative prunes only at Open.
+	PruneEvery time.Duration
+	// Now is the clock that decides what Retention has expired.
+	// Nil means time.Now.
+	Now func() time.Time
+	// Logf receives the writer's problems: dropped breaker events, failed
+	// batches, failed prunes. Nil discards them.
+	Logf func(format string, args ...any)
+
+	// Test hooks, nil in production. afterEnqueue runs in Record once its
+	// record is queued; beforeCommit runs in the writer before each
+	// transaction with the number of records and events in it.
+	afterEnqueue func()
+	beforeCommit func(records, events int)
+}
+
+// Store is an open history file, made by Open; the zero value is not
+// usable. Its methods are safe for concurrent use. Whoever opened it closes
+// it with Close.
+type Store struct {
+	db        *sql.DB   // the pool, for queries
+	writer    *sql.Conn // the writer's own connection: it never waits for the pool
+	path      string
+	retention time.Duration
+	batchSize int
+	now       func() time.Time
+	logf      func(string, ...any)
+
+	afterEnqueue func()                    // test hook, see Options
+	beforeCommit func(records, events int) // test hook, see Options
+
+	// mu guards closed and the sends on queue and breakers, so that Close
+	// can close both channels once no sender is left.
+	mu       sync.RWMutex
+	closed   bool
+	queue    chan pending
+	breakers chan fleet.BreakerChange
+	stopped  chan struct{} // closed when the writer has drained and exited
+
+	commits atomic.Int64
+	dropped atomic.Int64
+}
+
+// Open opens the history file at path, creating it and its parent directory
+// when missing, brings its schema up to date, prunes what Retention has
+// expired and starts the writer. A file written by a newer binary is
+// refused with ErrSchemaTooNew.
+func Open(path string, o Options) (*Store, error) {
+	s, err := open(path, o)
+	if err != nil {
+		return nil, fmt.Errorf("open history %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func open(path string, o Options) (*Store, error) {
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.PruneEvery == 0 {
+		o.PruneEvery = DefaultPruneEvery
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	ms, err := loadMigrations(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, err
+	}
+	// WAL lets readers run beside the one writer, which holds a
+	// connection of its own; a few more are enough for the UI's queries.
+	db.SetMaxOpenConns(1 + max(4, runtime.GOMAXPROCS(0)))
+	db.SetMaxIdleConns(3)
+	ctx := context.Background()
+	if err := migrate(ctx, db, ms); err != nil {
+		db.Close()
+		return nil, err
+	}
+	writer, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s := &Store{
+		db:        db,
+		writer:    writer,
+		path:      path,
+		retention: o.Retention,
+		batchSize: o.BatchSize,
+		now:       o.Now,
+		logf:      o.Logf,
+
+		afterEnqueue: o.afterEnqueue,
+		beforeCommit: o.beforeCommit,
+
+		queue:    make(chan pending, 4*o.BatchSize),
+		breakers: make(chan fleet.BreakerChange, 4*o.BatchSize),
+		stopped:  make(chan struct{}),
+	}
+	if _, err := s.pruneWith(ctx, writer); err != nil {
+		s.logf("history: %v", err)
+	}
+	go s.run(o.PruneEvery)
+	return s, nil
+}
+
+// dsn is the driver's name for path with Switchyard's connection settings,
+// applied to every connection the pool opens. _txlock=immediate makes BEGIN
+// take the write lock at once, so two writers wait on busy_timeout instead
+// of deadlocking on a lock upgrade.
+func dsn(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	// A file: URI with the path escaped, so that '?', '#' and '%' in a
+	// directory name stay part of the name. SQLite wants a Windows drive
+	// after a slash: file:/C:/Users/...
+	p := filepath.ToSlash(path)
+	if filepath.VolumeName(path) != "" {
+		p = "/" + p
+	}
+	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + q.Encode()
+}
+
+// Close writes everything still queued, stops the writer and closes the
+// file. Record and RecordBreaker calls after Close fail or drop; Close may be
+// called more than once.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.queue)
+	close(s.breakers)
+	s.mu.Unlock()
+	<-s.stopped
+	err := errors.Join(s.writer.Close(), s.db.Close())
+	if err != nil {
+		return fmt.Errorf("close history %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Commits reports how many write transactions the writer has committed.
+func (s *Store) Commits() int64 { return s.commits.Load() }
+
+// Dropped reports how many breaker changes were lost: dropped because the
+// queue was full or the Store closed, or lost in a failed write.
+func (s *Store) Dropped() int64 { return s.dropped.Load() }
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one numbered schema change; version n is the file whose name
+// starts with n and an underscore ("0001_init.sql").
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations reads the .sql files in dir of fsys, ordered by version.
+// Versions must run 1, 2, 3... without gaps or repeats.
+func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read migrations: %w", err)
+	}
+	var ms []migration
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		prefix, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(prefix)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive version and '_'", e.Name())
+		}
+		b, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	slices.SortFunc(ms, func(a, b migration) int { return a.version - b.version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migration %s: version %d, want %d", m.name, m.version, i+1)
+		}
+	}
+	return ms, nil
+}
+
+// migrate applies the migrations db has not seen, each in its own
+// transaction together with the PRAGMA user_version that records it, so a
+// crash leaves the schema at one version or the next, never between.
+func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
+	latest := len(ms)
+	for _, m := range ms {
+		if err := applyMigration(ctx, db, m, latest); err != nil {
+			return err
+		}
+	}
+	// A file already at latest got no transaction above: check it here.
+	v, err := userVersion(ctx, db)
+	if err != nil {
+		return err
+	}
+	if v > latest {
+		return fmt.Errorf("%w: schema version %d, this binary knows up to %d", ErrSchemaTooNew, v, latest)
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, db *sql.DB, m migration, latest int) error {
+	v, err := userVersion(ctx, db)
+	if err != nil {
+		return err
+	}
+	if v > latest {
+		return fmt.Errorf("%w: schema version %d, this binary knows up to %d", ErrSchemaTooNew, v, latest)
+	}
+	if v >= m.version {
+		return nil
+	}
+	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: holds the write lock
+	if err != nil {
+		return fmt.Errorf("migrate to %d: %w", m.version, err)
+	}
+	defer tx.Rollback()
+	// Read again under the lock: another process may have migrated since.
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("migrate to %d: %w", m.version, err)
+	}
+	if v >= m.version {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(m.version)); err != nil {
+		return fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	return nil
+}
+
+func userVersion(ctx context.Context, db *sql.DB) (int, error) {
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}

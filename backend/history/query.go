@@ -1,0 +1,433 @@
+package history
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// Limits of Filter.Limit.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// Filter selects requests for Requests. The zero value selects the newest
+// DefaultLimit requests.
+type Filter struct {
+	// Limit is the most requests returned: zero means DefaultLimit, and
+	// it is capped at MaxLimit.
+	Limit int
+	// Before is a paging cursor: the id of the last request of the
+	// previous page. Only requests older than it are returned (ties on
+	// started_at are broken by id). An id that is not stored gives an
+	// empty page.
+	Before string
+	// ServedCandidate, when set, keeps the requests that candidate served.
+	ServedCandidate string
+	// Fallback, when set, keeps the requests whose is_fallback equals it.
+	Fallback *bool
+	// Status, when set, keeps the requests that ended with it.
+	Status fleet.Status
+	// Since and Until, when set, keep the requests that started at or
+	// after Since and before Until.
+	Since, Until time.Time
+}
+
+const requestColumns = `id, started_at, protocol, stream, thinking, requested_model,
+	served_candidate, served_model, is_fallback, status, http_status, error, ttft_ms,
+	latency_ms, prompt_tokens, completion_tokens`
+
+const attemptColumns = `request_id, ord, candidate, outcome, error, http_status,
+	started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading`
+
+// Requests returns the requests f selects, newest first, each with its
+// attempts. It runs two queries whatever the page size: one for the
+// requests, one for all their attempts.
+func (s *Store) Requests(ctx context.Context, f Filter) ([]fleet.RequestRecord, error) {
+	var where []string
+	var args []any
+	if f.Before != "" {
+		where = append(where, "(started_at, id) < (SELECT started_at, id FROM requests WHERE id = ?)")
+		args = append(args, f.Before)
+	}
+	if f.ServedCandidate != "" {
+		where = append(where, "served_candidate = ?")
+		args = append(args, f.ServedCandidate)
+	}
+	if f.Fallback != nil {
+		where = append(where, "is_fallback = ?")
+		args = append(args, flag(*f.Fallback))
+	}
+	if f.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, string(f.Status))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "started_at >= ?")
+		args = append(args, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "started_at < ?")
+		args = append(args, f.Until.UnixMilli())
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	q := "SELECT " + requestColumns + " FROM requests"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY started_at DESC, id DESC LIMIT ?"
+	args = append(args, limit)
+
+	recs, err := s.requests(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
+	if err := s.attachAttempts(ctx, recs); err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
+	return recs, nil
+}
+
+// Request returns the request with id and its attempts, or an error
+// matching ErrNotFound.
+func (s *Store) Request(ctx context.Context, id string) (fleet.RequestRecord, error) {
+	recs, err := s.requests(ctx, "SELECT "+requestColumns+" FROM requests WHERE id = ?", id)
+	if err == nil && len(recs) == 0 {
+		err = ErrNotFound
+	}
+	if err == nil {
+		err = s.attachAttempts(ctx, recs)
+	}
+	if err != nil {
+		return fleet.RequestRecord{}, fmt.Errorf("request %s: %w", id, err)
+	}
+	return recs[0], nil
+}
+
+func (s *Store) requests(ctx context.Context, q string, args ...any) ([]fleet.RequestRecord, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var recs []fleet.RequestRecord
+	for rows.Next() {
+		var (
+			r                                fleet.RequestRecord
+			started, latency                 int64
+			served, servedModel, errText     sql.Null[string]
+			httpStatus, ttft, prompt, answer sql.Null[int64]
+		)
+		err := rows.Scan(&r.ID, &started, &r.Protocol, &r.Stream, &r.Thinking, &r.RequestedModel,
+			&served, &servedModel, &r.IsFallback, &r.Status, &httpStatus, &errText, &ttft,
+			&latency, &prompt, &answer)
+		if err != nil {
+			return nil, err
+		}
+		r.StartedAt = fromMillis(started)
+		r.ServedCandidate = served.V
+		r.ServedModel = servedModel.V
+		r.HTTPStatus = int(httpStatus.V)
+		r.Error = errText.V
+		r.TTFT = millis(ttft.V)
+		r.Latency = millis(latency)
+		r.PromptTokens = int(prompt.V)
+		r.CompletionTokens = int(answer.V)
+		r.Attempts = []fleet.Attempt{}
+		recs = append(recs, r)
+	}
+	return recs, rows.Err()
+}
+
+// attachAttempts fills in the attempts of recs with one query.
+func (s *Store) attachAttempts(ctx context.Context, recs []fleet.RequestRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	index := make(map[string]int, len(recs))
+	args := make([]any, len(recs))
+	for i, r := range recs {
+		index[r.ID] = i
+		args[i] = r.ID
+	}
+	q := "SELECT " + attemptColumns + " FROM attempts WHERE request_id IN (?" +
+		strings.Repeat(", ?", len(recs)-1) + ") ORDER BY request_id, ord"
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("attempts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			a                         fleet.Attempt
+			deadline, duration        int64
+			errText, reading          sql.Null[string]
+			httpStatus, started, ttft sql.Null[int64]
+		)
+		err := rows.Scan(&a.RequestID, &a.Order, &a.Candidate, &a.Outcome, &errText, &httpStatus,
+			&started, &deadline, &ttft, &duration, &a.Cold, &a.Demoted, &reading)
+		if err != nil {
+			return fmt.Errorf("attempts: %w", err)
+		}
+		a.Error = errText.V
+		a.HTTPStatus = int(httpStatus.V)
+		if started.Valid {
+			a.StartedAt = fromMillis(started.V)
+		}
+		a.Deadline = millis(deadline)
+		a.TTFT = millis(ttft.V)
+		a.Duration = millis(duration)
+		if reading.Valid {
+			a.Reading = new(fleet.GPUReading)
+			if err := json.Unmarshal([]byte(reading.V), a.Reading); err != nil {
+				return fmt.Errorf("attempt %d of %s: reading: %w", a.Order, a.RequestID, err)
+			}
+		}
+		i := index[a.RequestID]
+		recs[i].Attempts = append(recs[i].Attempts, a)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("attempts: %w", err)
+	}
+	return nil
+}
+
+// TTFTStats summarises the time to first token of one candidate's
+// successful attempts.
+type TTFTStats struct {
+	N             int
+	P50, P95, P99 time.Duration
+}
+
+// TTFTStats returns, per candidate, the TTFT percentiles of the successful
+// attempts that started at or after since. Percentiles are nearest-rank.
+// Candidates without such attempts are absent.
+func (s *Store) TTFTStats(ctx context.Context, since time.Time) (map[string]TTFTStats, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT candidate, ttft_ms FROM attempts
+		WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at >= ?`, since.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("ttft stats: %w", err)
+	}
+	defer rows.Close()
+	byCandidate := map[string][]time.Duration{}
+	for rows.Next() {
+		var c string
+		var ttft int64
+		if err := rows.Scan(&c, &ttft); err != nil {
+			return nil, fmt.Errorf("ttft stats: %w", err)
+		}
+		byCandidate[c] = append(byCandidate[c], millis(ttft))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ttft stats: %w", err)
+	}
+	stats := make(map[string]TTFTStats, len(byCandidate))
+	for c, ds := range byCandidate {
+		slices.Sort(ds)
+		stats[c] = TTFTStats{
+			N:   len(ds),
+			P50: percentile(ds, 50),
+			P95: percentile(ds, 95),
+			P99: percentile(ds, 99),
+		}
+	}
+	return stats, nil
+}
+
+// WarmTTFTs returns the TTFTs of candidate's newest successful attempts that
+// were not cold starts, newest first, at most limit of them (limit <= 0
+// means DefaultLimit).
+func (s *Store) WarmTTFTs(ctx context.Context, candidate string, limit int) ([]time.Duration, error) {
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT ttft_ms FROM attempts
+		WHERE candidate = ? AND outcome = 'success' AND cold = 0 AND ttft_ms IS NOT NULL
+		ORDER BY started_at DESC LIMIT ?`, candidate, limit)
+	if err != nil {
+		return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
+	}
+	defer rows.Close()
+	var ds []time.Duration
+	for rows.Next() {
+		var ttft int64
+		if err := rows.Scan(&ttft); err != nil {
+			return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
+		}
+		ds = append(ds, millis(ttft))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
+	}
+	return ds, nil
+}
+
+// SeriesPoint is one candidate's TTFT over one time bucket.
+type SeriesPoint struct {
+	At        time.Time // start of the bucket
+	Candidate string
+	P50, P95  time.Duration
+	N         int
+}
+
+// TTFTSeries returns the TTFT percentiles of successful attempts that
+// started at or after since, per candidate and per bucket. Buckets are
+// aligned to multiples of bucket since the Unix epoch; points are ordered by
+// At, then Candidate; buckets without attempts are absent. bucket must be
+// at least a millisecond.
+func (s *Store) TTFTSeries(ctx context.Context, since time.Time, bucket time.Duration) ([]SeriesPoint, error) {
+	width := bucket.Milliseconds()
+	if width <= 0 {
+		return nil, fmt.Errorf("ttft series: bucket %v is under a millisecond", bucket)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT started_at - started_at % ?1 AS bucket, candidate, ttft_ms
+		FROM attempts WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at >= ?2
+		ORDER BY bucket, candidate`, width, since.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("ttft series: %w", err)
+	}
+	defer rows.Close()
+	var points []SeriesPoint
+	var ds []time.Duration
+	flush := func() {
+		if len(ds) == 0 {
+			return
+		}
+		slices.Sort(ds)
+		p := &points[len(points)-1]
+		p.N, p.P50, p.P95 = len(ds), percentile(ds, 50), percentile(ds, 95)
+		ds = ds[:0]
+	}
+	for rows.Next() {
+		var at, ttft int64
+		var c string
+		if err := rows.Scan(&at, &c, &ttft); err != nil {
+			return nil, fmt.Errorf("ttft series: %w", err)
+		}
+		if len(points) == 0 || points[len(points)-1].Candidate != c || !points[len(points)-1].At.Equal(fromMillis(at)) {
+			flush()
+			points = append(points, SeriesPoint{At: fromMillis(at), Candidate: c})
+		}
+		ds = append(ds, millis(ttft))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ttft series: %w", err)
+	}
+	flush()
+	return points, nil
+}
+
+// RatePoint counts the requests that started in one time bucket.
+type RatePoint struct {
+	At        time.Time // start of the bucket
+	Requests  int
+	Fallbacks int // served by a candidate other than the first choice
+	// Errors counts requests that failed (status error or
+	// upstream_error_after_commit); client aborts are not errors.
+	Errors int
+}
+
+// FailoverRate returns per bucket the requests that started at or after
+// since, how many were fallbacks and how many failed. Buckets are aligned as
+// in TTFTSeries, ordered by At; buckets without requests are absent.
+func (s *Store) FailoverRate(ctx context.Context, since time.Time, bucket time.Duration) ([]RatePoint, error) {
+	width := bucket.Milliseconds()
+	if width <= 0 {
+		return nil, fmt.Errorf("failover rate: bucket %v is under a millisecond", bucket)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT started_at - started_at % ?1 AS bucket,
+		COUNT(*), SUM(is_fallback), SUM(status IN (?3, ?4))
+		FROM requests WHERE started_at >= ?2 GROUP BY bucket ORDER BY bucket`,
+		width, since.UnixMilli(), string(fleet.StatusFailed), string(fleet.StatusUpstreamErrorAfterCommit))
+	if err != nil {
+		return nil, fmt.Errorf("failover rate: %w", err)
+	}
+	defer rows.Close()
+	var points []RatePoint
+	for rows.Next() {
+		var at int64
+		var p RatePoint
+		if err := rows.Scan(&at, &p.Requests, &p.Fallbacks, &p.Errors); err != nil {
+			return nil, fmt.Errorf("failover rate: %w", err)
+		}
+		p.At = fromMillis(at)
+		points = append(points, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("failover rate: %w", err)
+	}
+	return points, nil
+}
+
+// BreakerEvents returns the newest breaker transitions, newest first, at
+// most limit of them (limit <= 0 means DefaultLimit).
+func (s *Store) BreakerEvents(ctx context.Context, limit int) ([]fleet.BreakerChange, error) {
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	chs, err := s.breakerChanges(ctx, `SELECT candidate, from_state, to_state, at, cause
+		FROM breaker_events ORDER BY at DESC, id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("breaker events: %w", err)
+	}
+	return chs, nil
+}
+
+// LastBreakerStates returns each candidate's latest breaker transition, from
+// which the router rebuilds its breakers after a restart. A candidate whose
+// transitions were all pruned, or that never had one, is absent.
+func (s *Store) LastBreakerStates(ctx context.Context) (map[string]fleet.BreakerChange, error) {
+	chs, err := s.breakerChanges(ctx, `SELECT candidate, from_state, to_state, at, cause FROM (
+		SELECT *, row_number() OVER (PARTITION BY candidate ORDER BY at DESC, id DESC) AS n
+		FROM breaker_events) WHERE n = 1`)
+	if err != nil {
+		return nil, fmt.Errorf("last breaker states: %w", err)
+	}
+	last := make(map[string]fleet.BreakerChange, len(chs))
+	for _, ch := range chs {
+		last[ch.Candidate] = ch
+	}
+	return last, nil
+}
+
+func (s *Store) breakerChanges(ctx context.Context, q string, args ...any) ([]fleet.BreakerChange, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var chs []fleet.BreakerChange
+	for rows.Next() {
+		var ch fleet.BreakerChange
+		var at int64
+		if err := rows.Scan(&ch.Candidate, &ch.From, &ch.To, &at, &ch.Cause); err != nil {
+			return nil, err
+		}
+		ch.At = fromMillis(at)
+		chs = append(chs, ch)
+	}
+	return chs, rows.Err()
+}
+
+// percentile is the nearest-rank p-th percentile of sorted, which must not
+// be empty.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	rank := int(math.Ceil(p * float64(len(sorted)) / 100))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func millis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
