@@ -1,0 +1,206 @@
+package ollama
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ollama/ollama/api"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/upstream"
+)
+
+// Why a line reader of our own instead of api.Client.Chat: in v0.17.4 the
+// client scans the body without checking scanner.Err(), so a stream cut in
+// the middle, a cancelled context and an over-long line all end with a nil
+// error, exactly like a complete answer (fixed upstream only in v0.30.0). A
+// router that must tell "answered" from "truncated" cannot use it. Here an
+// answer is complete when, and only when, its done:true line was read.
+
+// wireLine is one line of /api/chat's NDJSON. api.ChatResponse has no error
+// field; Ollama reports a failure inside a started stream as
+// {"error":"..."}.
+type wireLine struct {
+	api.ChatResponse
+	Error json.RawMessage `json:"error"`
+}
+
+// stream reads one /api/chat answer. Recv must not be called concurrently
+// with itself; Close may be called at any time, from any goroutine, and more
+// than once. It starts no goroutine: cancelling ctx makes net/http close the
+// connection, which ends a blocked body read.
+type stream struct {
+	ctx  context.Context
+	body io.ReadCloser
+	sc   *bufio.Scanner
+	max  int
+
+	// Recv's state, touched by Recv only.
+	line  wireLine // reused for every line, reset before each decode
+	lines int      // non-empty lines read
+	calls int      // tool calls seen so far: the Index of the next one
+	err   error    // sticky: once set, every Recv returns it
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// newStream reads NDJSON from body, allowing lines of up to maxLine bytes.
+// The stream owns body and closes it on Close.
+func newStream(ctx context.Context, body io.ReadCloser, maxLine int) *stream {
+	sc := bufio.NewScanner(body)
+	// The scanner's buffer is reused for every line; it grows only for a
+	// line longer than the last, up to maxLine.
+	sc.Buffer(make([]byte, 0, min(4096, maxLine)), maxLine)
+	return &stream{ctx: ctx, body: body, sc: sc, max: maxLine}
+}
+
+// Recv returns the next chunk of the answer. The chunk of the done:true line
+// carries FinishReason and Usage; the call after it returns io.EOF. See
+// fleet.Stream for the errors.
+func (s *stream) Recv() (fleet.Chunk, error) {
+	if s.err != nil {
+		return fleet.Chunk{}, s.err
+	}
+	if err := s.interrupted(); err != nil {
+		s.err = err
+		return fleet.Chunk{}, err
+	}
+	for s.sc.Scan() {
+		b := bytes.TrimSpace(s.sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		s.lines++
+		c, err := s.decode(b)
+		if err != nil {
+			s.err = err
+			return fleet.Chunk{}, err
+		}
+		if s.line.Done {
+			s.err = io.EOF
+		}
+		return c, nil
+	}
+	s.err = s.endErr()
+	return fleet.Chunk{}, s.err
+}
+
+// Close closes the response body, and with it the connection unless the
+// body was already read to its end. It never fails.
+func (s *stream) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true) // before Close, so a Recv it unblocks sees it
+		s.body.Close()
+	})
+	return nil
+}
+
+// interrupted reports why the stream may not be read any more, if it was
+// cancelled or closed.
+func (s *stream) interrupted() error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed.Load() {
+		return fmt.Errorf("read ollama stream: %w", net.ErrClosed)
+	}
+	return nil
+}
+
+// endErr explains why the scanner stopped before a done:true line.
+func (s *stream) endErr() error {
+	if err := s.interrupted(); err != nil {
+		return err
+	}
+	err := s.sc.Err()
+	switch {
+	case err == nil:
+		return fmt.Errorf("ollama stream ended after %d lines without done: %w", s.lines, fleet.ErrTruncated)
+	case errors.Is(err, bufio.ErrTooLong):
+		return &fleet.MalformedError{Detail: fmt.Sprintf("ollama line %d longer than %d bytes", s.lines+1, s.max), Err: err}
+	}
+	// A cut chunked body (io.ErrUnexpectedEOF) or a reset connection: the
+	// answer is truncated, and the transport's error says how.
+	return fmt.Errorf("read ollama stream: %w: %w", fleet.ErrTruncated, err)
+}
+
+// decode turns one non-empty line into a chunk, or into the error it
+// reports.
+func (s *stream) decode(b []byte) (fleet.Chunk, error) {
+	if b[0] != '{' {
+		return fleet.Chunk{}, s.malformed(b, errors.New("not a JSON object"))
+	}
+	// Reset first: Unmarshal leaves fields absent from b as they were, and
+	// the previous line's must not leak into this one.
+	s.line = wireLine{}
+	if err := json.Unmarshal(b, &s.line); err != nil {
+		return fleet.Chunk{}, s.malformed(b, err)
+	}
+	if len(s.line.Error) > 0 && string(s.line.Error) != "null" {
+		msg := upstream.ErrorMessage(b)
+		if msg == "" {
+			msg = "unknown error"
+		}
+		return fleet.Chunk{}, &fleet.EventError{Message: msg}
+	}
+
+	r := &s.line.ChatResponse
+	c := fleet.Chunk{Role: r.Message.Role, Model: r.Model}
+	if r.Done {
+		c.FinishReason = r.DoneReason
+		if c.FinishReason == "" {
+			c.FinishReason = "stop"
+		}
+		c.Usage = &fleet.Usage{
+			PromptTokens:     r.PromptEvalCount,
+			CompletionTokens: r.EvalCount,
+			LoadDuration:     r.LoadDuration,
+		}
+		// "load" and "unload" answer a request without messages (Ollama
+		// only loaded or unloaded the model): whatever the line holds, it
+		// is not an answer, and the router sees a stream without content.
+		if r.DoneReason == "load" || r.DoneReason == "unload" {
+			return c, nil
+		}
+	}
+	c.Content = r.Message.Content
+	c.Reasoning = r.Message.Thinking
+	if n := len(r.Message.ToolCalls); n > 0 {
+		c.ToolCalls = make([]fleet.ToolCall, n)
+		for i := range r.Message.ToolCalls {
+			tc := &r.Message.ToolCalls[i]
+			args, err := tc.Function.Arguments.MarshalJSON()
+			if err != nil {
+				return fleet.Chunk{}, s.malformed(b, err)
+			}
+			// Ollama sends each call whole, in one line; Index numbers the
+			// calls across the stream so that no two calls share one, which
+			// a translation to OpenAI deltas would merge.
+			c.ToolCalls[i] = fleet.ToolCall{
+				Index:     s.calls,
+				ID:        tc.ID,
+				Type:      "function",
+				Name:      tc.Function.Name,
+				Arguments: string(args),
+			}
+			s.calls++
+		}
+	}
+	return c, nil
+}
+
+func (s *stream) malformed(b []byte, err error) error {
+	return &fleet.MalformedError{
+		Detail: fmt.Sprintf("ollama line %d %q", s.lines, upstream.Clip(string(b), 120)),
+		Err:    err,
+	}
+}
