@@ -1,0 +1,327 @@
+// Package openai is the adapter for upstreams that speak the OpenAI chat
+// completions API: vLLM, llama.cpp server, LM Studio, Ollama's /v1 and
+// anything alike. It turns a fleet.Request into a streaming POST to
+// {base}/chat/completions and the server-sent events of the answer into a
+// fleet.Stream, reading every dialect of the end marker and of mid-stream
+// errors these servers use (research/ecosystem.md §A, §C).
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/upstream"
+)
+
+// Backend opens chat streams on OpenAI-compatible candidates. It is safe
+// for concurrent use. The zero value is not usable; call New.
+type Backend struct {
+	pool *upstream.Pool
+}
+
+var _ fleet.Backend = (*Backend)(nil)
+
+// New returns a Backend whose requests go through pool's keep-alive
+// clients. A nil pool means a private pool with default settings.
+func New(pool *upstream.Pool) *Backend {
+	if pool == nil {
+		pool = upstream.NewPool(upstream.Settings{})
+	}
+	return &Backend{pool: pool}
+}
+
+// ChatStream POSTs req to c's {URL}/chat/completions as a stream and returns
+// the answer once its headers arrived. The request lives under ctx:
+// cancelling ctx closes the connection and makes the stream's Recv return
+// ctx's error. The caller must Close the returned stream.
+//
+// An HTTP error answer is a *fleet.StatusError (Busy for 429, and for 503
+// with Retry-After or Ollama's "server busy"). So is a 2xx answer that is
+// not text/event-stream (an HTML page from a proxy, a JSON error, a server
+// that ignored stream: true); it keeps its status code.
+func (b *Backend) ChatStream(ctx context.Context, c fleet.Candidate, req *fleet.Request) (fleet.Stream, error) {
+	body, err := json.Marshal(newChatRequest(c.Model, req))
+	if err != nil {
+		return nil, fmt.Errorf("encode chat request: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	resp, err := b.do(ctx, http.MethodPost, c.URL, "/chat/completions", c.APIKey, body)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := checkEventStream(resp); err != nil {
+		resp.Body.Close()
+		cancel()
+		return nil, err
+	}
+	return newStream(ctx, cancel, resp.Body, maxLine), nil
+}
+
+// maxModelsBody bounds a /models answer.
+const maxModelsBody = 8 << 20
+
+// Models lists the model ids the server at baseURL (like
+// http://127.0.0.1:8000/v1) offers on GET {baseURL}/models. apiKey, when
+// set, is sent as a bearer token. An HTTP error answer is a
+// *fleet.StatusError.
+func (b *Backend) Models(ctx context.Context, baseURL, apiKey string) ([]string, error) {
+	resp, err := b.do(ctx, http.MethodGet, baseURL, "/models", apiKey, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxModelsBody)).Decode(&list); err != nil {
+		return nil, &fleet.MalformedError{Detail: "models list", Err: err}
+	}
+	ids := make([]string, 0, len(list.Data))
+	for _, m := range list.Data {
+		if m.ID != "" {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids, nil
+}
+
+// do sends one request to baseURL+path and returns the response with any
+// status; an answer of status 300 or more other than a followed redirect is
+// turned into a *fleet.StatusError and its body closed.
+func (b *Backend) do(ctx context.Context, method, baseURL, path, apiKey string, body []byte) (*http.Response, error) {
+	url := strings.TrimRight(baseURL, "/") + path
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, fmt.Errorf("build request %s: %w", url, err)
+	}
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("Accept", "text/event-stream")
+	} else {
+		hreq.Header.Set("Accept", "application/json")
+	}
+	if apiKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := b.pool.Client(baseURL).Do(hreq)
+	if err != nil {
+		return nil, err // a *url.Error, which names the method and URL
+	}
+	if resp.StatusCode >= 300 {
+		se := upstream.StatusError(resp, isBusy)
+		resp.Body.Close()
+		return nil, se
+	}
+	return resp, nil
+}
+
+// isBusy recognises Ollama's queue-full answer, which its /v1 endpoint
+// sends as a 503 without Retry-After: "server busy, please try again.
+// maximum pending requests exceeded".
+func isBusy(msg string) bool {
+	return strings.HasPrefix(msg, "server busy")
+}
+
+// checkEventStream rejects a 2xx answer that is not an event stream; it
+// reads (part of) the body for the message but does not close it.
+func checkEventStream(resp *http.Response) error {
+	ct := resp.Header.Get("Content-Type")
+	mt, _, _ := strings.Cut(ct, ";")
+	if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+		return nil
+	}
+	se := upstream.StatusError(resp, nil)
+	if ct == "" {
+		ct = "none"
+	}
+	se.Message = fmt.Sprintf("content type %s, not text/event-stream: %s", ct, se.Message)
+	return se
+}
+
+// chatRequest is the body of POST /chat/completions.
+type chatRequest struct {
+	Model           string          `json:"model"`
+	Messages        []message       `json:"messages"`
+	Tools           []fleet.Tool    `json:"tools,omitempty"`
+	Stream          bool            `json:"stream"`
+	StreamOptions   streamOptions   `json:"stream_options"`
+	Temperature     *float64        `json:"temperature,omitempty"`
+	TopP            *float64        `json:"top_p,omitempty"`
+	MaxTokens       *int            `json:"max_tokens,omitempty"`
+	Seed            *int            `json:"seed,omitempty"`
+	Stop            []string        `json:"stop,omitempty"`
+	ResponseFormat  json.RawMessage `json:"response_format,omitempty"`
+	ReasoningEffort string          `json:"reasoning_effort,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// message is one chat turn. Content is a string, or a list of parts when
+// the turn carries images.
+type message struct {
+	Role       string     `json:"role"`
+	Content    any        `json:"content"`
+	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+}
+
+type toolCall struct {
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type contentPart struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+}
+
+type imageURL struct {
+	URL string `json:"url"`
+}
+
+func newChatRequest(model string, req *fleet.Request) *chatRequest {
+	cr := &chatRequest{
+		Model:          model,
+		Messages:       make([]message, len(req.Messages)),
+		Tools:          tools(req.Tools),
+		Stream:         true,
+		StreamOptions:  streamOptions{IncludeUsage: true},
+		Temperature:    req.Options.Temperature,
+		TopP:           req.Options.TopP,
+		MaxTokens:      req.Options.MaxTokens,
+		Seed:           req.Options.Seed,
+		Stop:           req.Options.Stop,
+		ResponseFormat: responseFormat(req.Format),
+	}
+	if req.Thinking {
+		cr.ReasoningEffort = req.ThinkLevel
+		if cr.ReasoningEffort == "" {
+			cr.ReasoningEffort = "medium"
+		}
+	}
+	for i, m := range req.Messages {
+		cr.Messages[i] = newMessage(m)
+	}
+	return cr
+}
+
+// tools returns ts with each empty type set to "function", which servers
+// require.
+func tools(ts []fleet.Tool) []fleet.Tool {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]fleet.Tool, len(ts))
+	for i, t := range ts {
+		if t.Type == "" {
+			t.Type = "function"
+		}
+		out[i] = t
+	}
+	return out
+}
+
+func newMessage(m fleet.Message) message {
+	out := message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+	if len(m.Images) > 0 {
+		parts := make([]contentPart, 0, len(m.Images)+1)
+		if m.Content != "" {
+			parts = append(parts, contentPart{Type: "text", Text: m.Content})
+		}
+		for _, img := range m.Images {
+			parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{URL: dataURL(img)}})
+		}
+		out.Content = parts
+	}
+	for _, tc := range m.ToolCalls {
+		call := toolCall{ID: tc.ID, Type: tc.Type, Function: toolFunction{Name: tc.Name, Arguments: tc.Arguments}}
+		if call.Type == "" {
+			call.Type = "function"
+		}
+		if call.Function.Arguments == "" {
+			call.Function.Arguments = "{}" // servers parse it as JSON
+		}
+		out.ToolCalls = append(out.ToolCalls, call)
+	}
+	return out
+}
+
+// dataURL turns an Ollama-style base64 image into the data URL OpenAI
+// servers take, naming its type from its first bytes (image/jpeg when they
+// do not tell). A value that already is a URL passes unchanged.
+func dataURL(b64 string) string {
+	if strings.HasPrefix(b64, "data:") || strings.HasPrefix(b64, "http://") || strings.HasPrefix(b64, "https://") {
+		return b64
+	}
+	head := b64[:min(len(b64), 64)]
+	head = head[:len(head)/4*4]
+	raw, _ := base64.StdEncoding.DecodeString(head)
+	mime := http.DetectContentType(raw)
+	if !strings.HasPrefix(mime, "image/") {
+		mime = "image/jpeg" // servers decode the bytes whatever the label says
+	}
+	return "data:" + mime + ";base64," + b64
+}
+
+// responseFormat maps the request's format to OpenAI's response_format:
+// an OpenAI response_format ({"type":"text"|"json_object"|"json_schema"})
+// passes through; Ollama's "json" becomes json_object and an Ollama JSON
+// schema becomes json_schema. Nothing, null or "" means no field.
+func responseFormat(format json.RawMessage) json.RawMessage {
+	f := json.RawMessage(bytes.TrimSpace(format))
+	if len(f) == 0 || string(f) == "null" {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(f, &s) == nil {
+		if s == "" {
+			return nil
+		}
+		return json.RawMessage(`{"type":"json_object"}`) // Ollama "json"
+	}
+	var probe struct {
+		Type json.RawMessage `json:"type"`
+	}
+	if json.Unmarshal(f, &probe) == nil {
+		switch string(probe.Type) {
+		case `"text"`, `"json_object"`, `"json_schema"`:
+			return f
+		}
+	}
+	type jsonSchema struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	wrapped, err := json.Marshal(struct {
+		Type       string     `json:"type"`
+		JSONSchema jsonSchema `json:"json_schema"`
+	}{"json_schema", jsonSchema{"response", f}})
+	if err != nil {
+		return nil // not JSON at all: let the server decide without it
+	}
+	return wrapped
+}

@@ -1,0 +1,356 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/upstream"
+)
+
+// errClosed is what Recv returns after Close. It matches net.ErrClosed.
+var errClosed = fmt.Errorf("openai stream: %w", net.ErrClosed)
+
+// stream is a fleet.Stream over one chat completions SSE body.
+//
+// An answer is complete when data: [DONE] arrives (even without a
+// finish_reason: the server said it is done), or when the body ends in any
+// way after a chunk with a finish_reason (the content is whole; some
+// servers omit [DONE], and the usage chunk may then be missing). A body that
+// ends with neither is fleet.ErrTruncated, also when the transport calls
+// the end clean: that is how an Ollama /v1 mid-stream failure and a cut
+// close-delimited connection look.
+//
+// Recv is not safe for concurrent use with itself; Close is safe with
+// anything.
+type stream struct {
+	ctx    context.Context // the request's context; cancel ends it
+	cancel context.CancelFunc
+	body   io.ReadCloser
+	sse    *sseReader
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+
+	// Owned by Recv.
+	err      error // sticky: once set, every Recv returns it
+	finished bool  // a chunk carried a finish_reason
+	feed     eventFeed
+	json     *json.Decoder // reads feed; made on the first chunk
+	dec      chunkJSON
+	modelRaw []byte // last model value as sent, to reuse model below
+	model    string
+}
+
+// eventFeed hands one event's data at a time to the stream's json.Decoder.
+// Decoding every chunk with the same Decoder reuses its buffer, scanner
+// stack and error context, which json.Unmarshal allocates afresh each call
+// (BenchmarkRecv: 10 allocations a content chunk down to 1, its text).
+type eventFeed struct{ data []byte }
+
+func (f *eventFeed) Read(p []byte) (int, error) {
+	if len(f.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, f.data)
+	f.data = f.data[n:]
+	return n, nil
+}
+
+// newStream reads body under ctx. cancel must cancel ctx (or be a no-op
+// when ctx is not the request's); Close calls it.
+func newStream(ctx context.Context, cancel context.CancelFunc, body io.ReadCloser, max int) *stream {
+	return &stream{ctx: ctx, cancel: cancel, body: body, sse: newSSEReader(body, max)}
+}
+
+// Recv returns the next chunk. Every SSE data event gives one chunk, which
+// may be empty (a role-only first chunk, a usage-only last chunk). It
+// returns io.EOF after a complete answer, fleet.ErrTruncated for a body that
+// ended too early, a *fleet.EventError for an error the server sent in the
+// stream (in any of its dialects, or a finish_reason of "error"), a
+// *fleet.MalformedError for output that is not SSE with JSON chunks, the
+// context's error once it is done, and an error matching net.ErrClosed after
+// Close. Once it returned an error it returns the same error again.
+func (s *stream) Recv() (fleet.Chunk, error) {
+	if s.err != nil {
+		return fleet.Chunk{}, s.err
+	}
+	if s.closed.Load() {
+		return fleet.Chunk{}, errClosed
+	}
+	if err := s.ctx.Err(); err != nil {
+		s.err = err
+		return fleet.Chunk{}, err
+	}
+	ev, err := s.sse.next()
+	if err != nil {
+		s.err = s.endError(err)
+		return fleet.Chunk{}, s.err
+	}
+	if ev.kind != kindData {
+		s.err = eventError(ev.data)
+		return fleet.Chunk{}, s.err
+	}
+	if isDone(ev.data) {
+		s.err = io.EOF
+		return fleet.Chunk{}, s.err
+	}
+	c, err := s.decode(ev.data)
+	if err != nil {
+		s.err = err
+		return fleet.Chunk{}, err
+	}
+	return c, nil
+}
+
+// endError says what the end of the body means.
+func (s *stream) endError(err error) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	if ctxErr := s.ctx.Err(); ctxErr != nil {
+		return ctxErr // the transport's read error is only its echo
+	}
+	if _, ok := errors.AsType[*fleet.MalformedError](err); ok {
+		return err
+	}
+	switch {
+	case s.finished:
+		return io.EOF
+	case err == io.EOF:
+		return fleet.ErrTruncated
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: %w", fleet.ErrTruncated, err)
+	}
+	return fmt.Errorf("read stream: %w", err)
+}
+
+// Close ends the stream at once: it cancels the request and closes the
+// connection, which unblocks a Recv in progress. It is safe to call more
+// than once and concurrently with Recv; it always returns nil.
+func (s *stream) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.cancel()
+		s.body.Close()
+	})
+	return nil
+}
+
+// chunkJSON is the decode target of one data event. It is reused from
+// chunk to chunk (reset clears it), so a chunk costs no allocations beyond
+// its strings. Besides chat.completion.chunk it covers the error dialects:
+// {"error":{...}} / {"error":"..."} and the flat {"object":"error",...}.
+type chunkJSON struct {
+	Model   json.RawMessage `json:"model"`
+	Choices []choiceJSON    `json:"choices"`
+	Usage   *usageJSON      `json:"usage"`
+	Error   json.RawMessage `json:"error"`
+	Object  json.RawMessage `json:"object"` // raw: a string would cost an allocation a chunk
+	Message string          `json:"message"`
+	Code    json.RawMessage `json:"code"`
+}
+
+type choiceJSON struct {
+	Delta struct {
+		Role             string         `json:"role"`
+		Content          string         `json:"content"`
+		Reasoning        string         `json:"reasoning"`
+		ReasoningContent string         `json:"reasoning_content"`
+		ToolCalls        []toolCallJSON `json:"tool_calls"`
+	} `json:"delta"`
+	FinishReason string `json:"finish_reason"`
+}
+
+type toolCallJSON struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type usageJSON struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// reset empties d for the next chunk, keeping its buffers. encoding/json
+// appends into a reused slice without zeroing the elements, so the old
+// choices are cleared first.
+func (d *chunkJSON) reset() {
+	choices := d.Choices[:cap(d.Choices)]
+	clear(choices)
+	*d = chunkJSON{
+		Model:   d.Model[:0],
+		Choices: choices[:0],
+		Error:   d.Error[:0],
+		Object:  d.Object[:0],
+		Code:    d.Code[:0],
+	}
+}
+
+func (s *stream) decode(data []byte) (fleet.Chunk, error) {
+	d := &s.dec
+	if err := s.unmarshal(data, d); err != nil {
+		return fleet.Chunk{}, &fleet.MalformedError{Detail: "chunk " + clip(data), Err: err}
+	}
+	if isSet(d.Error) {
+		return fleet.Chunk{}, eventError(data)
+	}
+	if string(d.Object) == `"error"` {
+		return fleet.Chunk{}, &fleet.EventError{Message: orRaw(d.Message, data), Code: code(d.Code)}
+	}
+	c := fleet.Chunk{Model: s.modelName(d.Model)}
+	if d.Usage != nil {
+		c.Usage = &fleet.Usage{PromptTokens: d.Usage.PromptTokens, CompletionTokens: d.Usage.CompletionTokens}
+	}
+	if len(d.Choices) == 0 {
+		return c, nil // usage-only: choices [], null or missing
+	}
+	ch := &d.Choices[0]
+	c.Role = ch.Delta.Role
+	c.Content = ch.Delta.Content
+	c.Reasoning = ch.Delta.Reasoning
+	if c.Reasoning == "" {
+		c.Reasoning = ch.Delta.ReasoningContent
+	}
+	if n := len(ch.Delta.ToolCalls); n > 0 {
+		c.ToolCalls = make([]fleet.ToolCall, n)
+		for i, tc := range ch.Delta.ToolCalls {
+			index := i
+			if tc.Index != nil {
+				index = *tc.Index
+			}
+			c.ToolCalls[i] = fleet.ToolCall{
+				Index:     index,
+				ID:        tc.ID,
+				Type:      tc.Type,
+				Name:      tc.Function.Name,
+				Arguments: tc.Function.Arguments,
+			}
+		}
+	}
+	switch ch.FinishReason {
+	case "":
+	case "error":
+		// vLLM: "retryable request-level internal error".
+		return fleet.Chunk{}, &fleet.EventError{Message: "finish_reason error: the server failed the request"}
+	default:
+		c.FinishReason = ch.FinishReason
+		s.finished = true
+	}
+	return c, nil
+}
+
+// unmarshal decodes data, which must hold exactly one JSON value, into d
+// after resetting it. Once it failed the decoder is out of step: the stream
+// must end.
+func (s *stream) unmarshal(data []byte, d *chunkJSON) error {
+	d.reset()
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return errors.New("empty chunk")
+	}
+	if s.json == nil {
+		s.json = json.NewDecoder(&s.feed)
+	}
+	s.feed.data = data
+	start := s.json.InputOffset()
+	if err := s.json.Decode(d); err != nil {
+		return err
+	}
+	if n := s.json.InputOffset() - start; n != int64(len(data)) {
+		return fmt.Errorf("data after the JSON value at offset %d", n)
+	}
+	return nil
+}
+
+// modelName returns the model value raw decodes to, reusing the last string
+// while the server repeats the same name (it does on every chunk).
+func (s *stream) modelName(raw json.RawMessage) string {
+	if bytes.Equal(raw, s.modelRaw) {
+		return s.model
+	}
+	s.modelRaw = append(s.modelRaw[:0], raw...)
+	s.model = ""
+	json.Unmarshal(raw, &s.model) // a non-string model is no model
+	return s.model
+}
+
+// eventError turns an error the server sent inside the stream into a
+// *fleet.EventError. raw is the data of an error event or the value of a
+// legacy error: line: {"error":{"message":...,"code":...}}, {"error":"..."},
+// the flat {"object":"error","message":...,"code":...}, the bare
+// {"message":...,"code":...} of llama.cpp's error: line, or plain text.
+func eventError(raw []byte) *fleet.EventError {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return &fleet.EventError{Message: orRaw("", raw)}
+	}
+	if isSet(v.Error) {
+		var s string
+		if json.Unmarshal(v.Error, &s) == nil {
+			return &fleet.EventError{Message: orRaw(s, raw)}
+		}
+		inner := v.Error
+		v.Message, v.Type, v.Code = "", "", nil
+		if json.Unmarshal(inner, &v) != nil {
+			return &fleet.EventError{Message: orRaw("", raw)}
+		}
+	}
+	msg := v.Message
+	if msg == "" {
+		msg = v.Type
+	}
+	return &fleet.EventError{Message: orRaw(msg, raw), Code: code(v.Code)}
+}
+
+// code renders an error code as the server sent it: a string unquoted, a
+// number as written, null or absent as "".
+func code(raw json.RawMessage) string {
+	if !isSet(raw) {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+func isSet(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// orRaw is msg, or the start of raw when the server gave no message.
+func orRaw(msg string, raw []byte) string {
+	if msg != "" {
+		return msg
+	}
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 {
+		return "error without a message"
+	}
+	return clip(raw)
+}
+
+// clip is the start of b for a message, converting no more of it than
+// that (b may be megabytes).
+func clip(b []byte) string {
+	const n = 200
+	return upstream.Clip(string(b[:min(len(b), n+1)]), n)
+}
