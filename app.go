@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/wailsapp/wails/v2"
+	"github.com/wailsapp/wails/v2/pkg/options"
+	"github.com/wailsapp/wails/v2/pkg/options/assetserver"
+	wailsruntime "github.com/wailsapp/wails/v2/pkg/runtime"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/system"
+)
+
+// App is the Wails binding layer: it starts the router and the localhost
+// API in-process, and offers the UI a few desktop niceties. It is the only
+// code that touches the Wails runtime (whose calls kill the process when
+// given any context but the one Wails handed to startup).
+type App struct {
+	sys     *system.System
+	dataDir string
+
+	mu  sync.Mutex
+	ctx context.Context // Wails' context, set in startup
+}
+
+// APIInfo tells the UI where the API is.
+type APIInfo struct {
+	Base  string `json:"base"`
+	Token string `json:"token"`
+}
+
+// APIBase returns the API's base URL and token, for the UI inside the
+// webview (whose own origin is wails://wails).
+func (a *App) APIBase() APIInfo { return APIInfo{Base: a.sys.URL(), Token: a.sys.APIKey()} }
+
+// OpenDataFolder opens the folder holding the history database.
+func (a *App) OpenDataFolder() error {
+	ctx := a.wailsContext()
+	if ctx == nil {
+		return fmt.Errorf("the window is not ready")
+	}
+	wailsruntime.BrowserOpenURL(ctx, "file://"+a.dataDir)
+	return nil
+}
+
+// CopyText puts text on the clipboard.
+func (a *App) CopyText(text string) error {
+	ctx := a.wailsContext()
+	if ctx == nil {
+		return fmt.Errorf("the window is not ready")
+	}
+	return wailsruntime.ClipboardSetText(ctx, text)
+}
+
+func (a *App) wailsContext() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ctx
+}
+
+func (a *App) startup(ctx context.Context) {
+	a.mu.Lock()
+	a.ctx = ctx
+	a.mu.Unlock()
+}
+
+// domReady keeps the window title showing the fleet's health.
+func (a *App) domReady(ctx context.Context) {
+	go func() {
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		last := ""
+		for {
+			title := "Switchyard — " + a.health()
+			if title != last {
+				wailsruntime.WindowSetTitle(ctx, title)
+				last = title
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// health says in a few words how many candidates are usable.
+func (a *App) health() string {
+	states := a.sys.Router.States()
+	closed := 0
+	for _, s := range states {
+		if s.Breaker.State == fleet.BreakerClosed {
+			closed++
+		}
+	}
+	label := fmt.Sprintf("%d/%d candidates healthy", closed, len(states))
+	if a.sys.Source() == system.SourceDemo {
+		label += " (demo fleet)"
+	}
+	return label
+}
+
+// hasDisplay reports whether a desktop window can open here.
+func hasDisplay() bool {
+	if runtime.GOOS != "linux" {
+		return true
+	}
+	return os.Getenv("DISPLAY") != "" || os.Getenv("WAYLAND_DISPLAY") != ""
+}
+
+// desktop runs the desktop app: the router and API in-process, and the UI
+// in a Wails window; closing the window stops both cleanly.
+func desktop(stderr io.Writer) int {
+	if !hasDisplay() {
+		fmt.Fprintln(stderr, "switchyard: no display found (DISPLAY and WAYLAND_DISPLAY are unset).\n"+
+			"Run `switchyard serve` for the headless router with the same UI at http://127.0.0.1:8484/")
+		return exitError
+	}
+	o := baseOptions(stderr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sys, err := system.New(ctx, o)
+	if err != nil {
+		// The usual address may be taken by a running `serve`: the window
+		// then gets its own port.
+		o.Addr = "127.0.0.1:0"
+		if sys, err = system.New(ctx, o); err != nil {
+			fmt.Fprintf(stderr, "switchyard: %v\n", err)
+			return exitError
+		}
+	}
+	app := &App{sys: sys, dataDir: filepath.Join(o.DataHome, "switchyard")}
+	done := make(chan error, 1)
+	go func() { done <- sys.Run(ctx) }()
+	o.Logf("desktop app; API on %s", sys.URL())
+
+	ui, _ := fs.Sub(assets, "frontend/dist")
+	err = wails.Run(&options.App{
+		Title:            "Switchyard",
+		Width:            1280,
+		Height:           820,
+		MinWidth:         900,
+		MinHeight:        600,
+		AssetServer:      &assetserver.Options{Assets: ui},
+		BackgroundColour: &options.RGBA{R: 250, G: 250, B: 250, A: 255},
+		OnStartup:        app.startup,
+		OnDomReady:       app.domReady,
+		OnShutdown:       func(context.Context) { cancel() },
+		Bind:             []any{app},
+	})
+	cancel()
+	runErr := <-done
+	if err != nil {
+		fmt.Fprintf(stderr, "switchyard: %v\n", err)
+		return exitError
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "switchyard: %v\n", runErr)
+		return exitError
+	}
+	return exitOK
+}

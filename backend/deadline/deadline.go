@@ -1,0 +1,192 @@
+// Package deadline learns each candidate's time to first token and turns
+// it into first-token deadlines (SPEC 3): clamp(k × p99 of warm TTFTs,
+// floor, ceiling) once enough samples are known, the ceiling before; plus
+// the expected load time for a model that is not resident, so a cold model
+// is not mistaken for a stalled one. It implements router.Deadlines and
+// imports the standard library only.
+package deadline
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// Settings tune the learner. The zero value of each field means its default.
+type Settings struct {
+	// Multiplier is k in k × p99. Default 4.
+	Multiplier float64
+	// Floor is the shortest learned deadline. Default 2s.
+	Floor time.Duration
+	// MinSamples is how many warm TTFTs are needed before the deadline is
+	// learned. Default 20.
+	MinSamples int
+	// Window is how many recent warm TTFTs are kept per candidate.
+	// Default 200.
+	Window int
+	// Resident reports whether c's model is loaded (known=false when
+	// nobody can tell). Nil means always unknown.
+	Resident func(c fleet.Candidate) (resident, known bool)
+	// LoadTime is the configured expected load time of c, zero when not
+	// configured; a learned one (Ollama's load_duration) is used otherwise.
+	LoadTime func(c fleet.Candidate) time.Duration
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.Multiplier <= 0 {
+		s.Multiplier = 4
+	}
+	if s.Floor <= 0 {
+		s.Floor = 2 * time.Second
+	}
+	if s.MinSamples <= 0 {
+		s.MinSamples = 20
+	}
+	if s.Window <= 0 {
+		s.Window = 200
+	}
+	return s
+}
+
+// Learner keeps the samples. Safe for concurrent use; create it with New.
+type Learner struct {
+	s  Settings
+	mu sync.Mutex
+	by map[string]*samples
+}
+
+type samples struct {
+	ring []time.Duration // warm TTFTs, oldest overwritten first
+	next int
+	load time.Duration // the longest recent load time seen, decayed on each new one
+}
+
+// New returns a learner without samples.
+func New(s Settings) *Learner {
+	return &Learner{s: s.withDefaults(), by: make(map[string]*samples)}
+}
+
+// Seed adds warm TTFTs learned from history, newest first (as
+// history.WarmTTFTs returns them).
+func (l *Learner) Seed(candidate string, ttfts []time.Duration) {
+	for i := len(ttfts) - 1; i >= 0; i-- {
+		l.add(candidate, ttfts[i])
+	}
+}
+
+func (l *Learner) add(id string, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.get(id)
+	if len(s.ring) < l.s.Window {
+		s.ring = append(s.ring, d)
+		return
+	}
+	s.ring[s.next] = d
+	s.next = (s.next + 1) % l.s.Window
+}
+
+func (l *Learner) get(id string) *samples {
+	s, ok := l.by[id]
+	if !ok {
+		s = &samples{}
+		l.by[id] = s
+	}
+	return s
+}
+
+// Observe implements router.Deadlines: a committed attempt's TTFT is a warm
+// sample unless the attempt was cold or the upstream reported loading the
+// model for it; a reported load time is remembered as the expected one.
+func (l *Learner) Observe(c fleet.Candidate, ttft time.Duration, cold bool, u *fleet.Usage) {
+	loaded := u != nil && u.LoadDuration > 0 && u.LoadDuration > ttft/2
+	if u != nil && u.LoadDuration > 0 {
+		l.mu.Lock()
+		s := l.get(c.ID)
+		if u.LoadDuration > s.load {
+			s.load = u.LoadDuration
+		} else {
+			s.load = (s.load*3 + u.LoadDuration) / 4
+		}
+		l.mu.Unlock()
+	}
+	if ttft <= 0 || cold || loaded {
+		return
+	}
+	l.add(c.ID, ttft)
+}
+
+// Stats are a candidate's learned TTFT percentiles.
+type Stats struct {
+	N             int
+	P50, P95, P99 time.Duration
+}
+
+// Stats returns c's warm TTFT percentiles.
+func (l *Learner) Stats(id string) Stats {
+	l.mu.Lock()
+	s, ok := l.by[id]
+	var sorted []time.Duration
+	if ok {
+		sorted = slices.Clone(s.ring)
+	}
+	l.mu.Unlock()
+	slices.Sort(sorted)
+	return Stats{N: len(sorted), P50: pct(sorted, 50), P95: pct(sorted, 95), P99: pct(sorted, 99)}
+}
+
+// pct is the nearest-rank percentile of sorted.
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (p*len(sorted)+99)/100 - 1
+	return sorted[max(i, 0)]
+}
+
+// FirstToken implements router.Deadlines.
+func (l *Learner) FirstToken(c fleet.Candidate, ceiling time.Duration) (time.Duration, bool) {
+	st := l.Stats(c.ID)
+	d := ceiling
+	if st.N >= l.s.MinSamples {
+		d = time.Duration(l.s.Multiplier * float64(st.P99))
+		d = min(max(d, l.s.Floor), ceiling)
+	}
+	if l.s.Resident != nil {
+		if resident, known := l.s.Resident(c); known && !resident {
+			return d + l.loadTime(c), true
+		}
+	}
+	return d, false
+}
+
+// loadTime is c's expected load time: configured, else learned, else a
+// generous default for a model nobody has timed yet.
+func (l *Learner) loadTime(c fleet.Candidate) time.Duration {
+	if l.s.LoadTime != nil {
+		if d := l.s.LoadTime(c); d > 0 {
+			return d
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s, ok := l.by[c.ID]; ok && s.load > 0 {
+		return s.load + s.load/2
+	}
+	return DefaultLoadTime
+}
+
+// DefaultLoadTime is the load allowance of a cold model whose load time is
+// neither configured nor learned.
+const DefaultLoadTime = 60 * time.Second
+
+// HedgeAfter implements router.Deadlines: the learned p95, once known.
+func (l *Learner) HedgeAfter(c fleet.Candidate) (time.Duration, bool) {
+	st := l.Stats(c.ID)
+	if st.N < l.s.MinSamples {
+		return 0, false
+	}
+	return st.P95, true
+}

@@ -1,0 +1,144 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// WebviewOrigins are the origins of the Wails webview (Linux/macOS, and
+// Windows), always allowed to call the API.
+var WebviewOrigins = []string{"wails://wails", "http://wails.localhost"}
+
+// guard applies SPEC 6.3's checks to every request, in order: Host
+// allowlist (DNS rebinding), browser origin, bearer token, body limit.
+type guard struct {
+	hosts   map[string]bool // exact Host values allowed; nil means any (non-loopback bind with a key)
+	origins map[string]bool // browser origins allowed
+	keyHash [32]byte
+	hasKey  bool
+}
+
+func newGuard(listen, apiKey string, allowedOrigins []string) *guard {
+	g := &guard{origins: make(map[string]bool)}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		host, port = listen, ""
+	}
+	if loopback(host) {
+		g.hosts = make(map[string]bool)
+		for _, name := range []string{"127.0.0.1", "localhost", "[::1]"} {
+			g.hosts[name+":"+port] = true
+			g.origins["http://"+name+":"+port] = true
+		}
+	}
+	// A non-loopback bind requires a key (config validation); any Host may
+	// then reach it, and the key is what keeps it safe.
+	for _, o := range WebviewOrigins {
+		g.origins[o] = true
+	}
+	for _, o := range allowedOrigins {
+		g.origins[strings.TrimRight(o, "/")] = true
+	}
+	if apiKey != "" {
+		g.hasKey = true
+		g.keyHash = sha256.Sum256([]byte(apiKey))
+	}
+	return g
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+func (g *guard) wrap(next http.Handler, bodyLimit int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.hosts != nil && !g.hosts[r.Host] {
+			deny(w, r, http.StatusForbidden, "forbidden host "+quoteOrEmpty(r.Host)+": Switchyard answers only to its loopback address")
+			return
+		}
+		origin := r.Header.Get("Origin")
+		if origin != "" {
+			if !g.origins[origin] {
+				deny(w, r, http.StatusForbidden, "origin "+origin+" is not allowed (add it to allowed_origins)")
+				return
+			}
+			if !g.self(origin, r.Host) {
+				h := w.Header()
+				h.Set("Access-Control-Allow-Origin", origin)
+				h.Add("Vary", "Origin")
+				h.Set("Access-Control-Expose-Headers", "X-Switchyard-Request-Id, X-Switchyard-Served-Model, X-Switchyard-Fallback")
+			}
+			if r.Method == http.MethodOptions {
+				h := w.Header()
+				h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Switchyard-Client")
+				h.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		if g.hasKey && needsKey(r) && !g.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
+			deny(w, r, http.StatusUnauthorized, "missing or wrong API key: send Authorization: Bearer <api_key>")
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, bodyLimit)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// self reports whether origin is the server's own (the UI served by it).
+func (g *guard) self(origin, host string) bool {
+	return origin == "http://"+host
+}
+
+// needsKey reports whether r must carry the API key: everything but the
+// UI's static files.
+func needsKey(r *http.Request) bool {
+	p := r.URL.Path
+	return strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, "/api/") ||
+		strings.HasPrefix(p, "/switchyard/") || p == "/metrics"
+}
+
+func (g *guard) authorized(r *http.Request) bool {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	// Comparing fixed-size hashes keeps the comparison constant-time even
+	// in the key's length.
+	h := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(h[:], g.keyHash[:]) == 1
+}
+
+// deny answers a refused request in the caller's protocol.
+func deny(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/v1/"):
+		typ := "permission_error"
+		if status == http.StatusUnauthorized {
+			typ = "authentication_error"
+		}
+		writeOpenAIError(w, status, typ, msg)
+	case strings.HasPrefix(r.URL.Path, "/api/"):
+		writeOllamaError(w, status, msg)
+	default:
+		writeJSONError(w, status, msg)
+	}
+}
+
+func quoteOrEmpty(s string) string {
+	if s == "" {
+		return "(empty)"
+	}
+	return `"` + s + `"`
+}

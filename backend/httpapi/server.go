@@ -1,0 +1,199 @@
+// Package httpapi is Switchyard's localhost API (SPEC 6.3): the
+// OpenAI-compatible and Ollama-compatible chat endpoints, Switchyard's own
+// /switchyard/v1/ API with its live event stream, /metrics, and the web UI's
+// static files — behind the security checks every request passes: exact
+// Host allowlist, origin checks, optional bearer token and a body limit.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/history"
+	"github.com/switchyard/switchyard/backend/router"
+)
+
+// History is what the API reads from the request history.
+type History interface {
+	Requests(ctx context.Context, f history.Filter) ([]fleet.RequestRecord, error)
+	Request(ctx context.Context, id string) (fleet.RequestRecord, error)
+	TTFTSeries(ctx context.Context, since time.Time, bucket time.Duration) ([]history.SeriesPoint, error)
+	FailoverRate(ctx context.Context, since time.Time, bucket time.Duration) ([]history.RatePoint, error)
+}
+
+// Demo controls the simulated fleet in demo mode.
+type Demo interface {
+	Servers() []DemoServer
+	Faults() []string
+	SetFault(candidate, fault string) (DemoServer, error)
+}
+
+// DemoServer is one simulated upstream as the demo API shows it.
+type DemoServer struct {
+	Candidate string `json:"candidate"`
+	Provider  string `json:"provider"`
+	URL       string `json:"url"`
+	Fault     string `json:"fault"`
+}
+
+// Options configure a Server. Router is required; nil History, Demo,
+// Metrics and UI turn their endpoints off (404).
+type Options struct {
+	Router  *router.Router
+	History History
+	Hub     *Hub
+	Demo    Demo
+	Metrics http.Handler
+	UI      fs.FS // the built frontend (frontend/dist)
+	// Status returns the document of GET /switchyard/v1/status; Config
+	// that of GET /switchyard/v1/config.
+	Status func() any
+	Config func() any
+
+	// Listen is the address the server is bound to, host:port; it decides
+	// the Host allowlist.
+	Listen string
+	// APIKey, when set, is required as a bearer token.
+	APIKey string
+	// AllowedOrigins are extra browser origins allowed to call the API.
+	AllowedOrigins []string
+	// BodyLimit caps request bodies. Default 4 MiB.
+	BodyLimit int64
+	// Version is reported by the status endpoint.
+	Version string
+	// WriteTimeout bounds each write to a caller; it is extended per chunk
+	// while streaming. Default 30s.
+	WriteTimeout time.Duration
+}
+
+// Server serves the API. Create it with New; it is safe for concurrent use.
+type Server struct {
+	o        Options
+	guard    *guard
+	handler  http.Handler
+	draining atomic.Bool
+}
+
+// BeginShutdown marks the server as shutting down: a stream whose context
+// is cancelled from now on is ended with an error event in its protocol
+// instead of silently, since the caller is still there.
+func (s *Server) BeginShutdown() { s.draining.Store(true) }
+
+// streamErrorText is the message of the error event that ends a committed
+// stream.
+func (s *Server) streamErrorText(r *http.Request, err error) string {
+	if s.draining.Load() && r.Context().Err() != nil {
+		return "switchyard is shutting down; the answer was cut short"
+	}
+	return err.Error()
+}
+
+// callerGone reports whether r's caller went away (rather than the server
+// shutting down under it).
+func (s *Server) callerGone(r *http.Request) bool {
+	return r.Context().Err() != nil && !s.draining.Load()
+}
+
+// New returns a server for o.
+func New(o Options) *Server {
+	if o.BodyLimit <= 0 {
+		o.BodyLimit = 4 << 20
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
+	if o.Hub == nil {
+		o.Hub = NewHub()
+	}
+	s := &Server{o: o, guard: newGuard(o.Listen, o.APIKey, o.AllowedOrigins)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.openaiChat)
+	mux.HandleFunc("GET /v1/models", s.openaiModels)
+	mux.HandleFunc("POST /api/chat", s.ollamaChat)
+	mux.HandleFunc("GET /api/tags", s.ollamaTags)
+	mux.HandleFunc("GET /api/version", s.ollamaVersion)
+	mux.HandleFunc("HEAD /api/version", s.ollamaVersion)
+	mux.HandleFunc("GET /switchyard/v1/status", s.status)
+	mux.HandleFunc("GET /switchyard/v1/config", s.config)
+	mux.HandleFunc("GET /switchyard/v1/requests", s.requests)
+	mux.HandleFunc("GET /switchyard/v1/requests/{id}", s.request)
+	mux.HandleFunc("GET /switchyard/v1/stats", s.stats)
+	mux.HandleFunc("GET /switchyard/v1/events", s.events)
+	mux.HandleFunc("GET /switchyard/v1/demo", s.demo)
+	mux.HandleFunc("POST /switchyard/v1/demo/fault", s.demoFault)
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", o.Metrics)
+	}
+	mux.HandleFunc("/switchyard/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSONError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeOpenAIError(w, http.StatusNotFound, "not_found_error", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeOllamaError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	if o.UI != nil {
+		files := http.FileServerFS(o.UI)
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				writeJSONError(w, http.StatusMethodNotAllowed, "method not allowed")
+				return
+			}
+			files.ServeHTTP(w, r)
+		})
+	}
+	s.handler = s.guard.wrap(mux, o.BodyLimit)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// HTTPServer returns an *http.Server for the API with the timeouts a
+// streaming localhost API wants: a header read timeout against slow
+// clients, no global write timeout (writes are bounded per chunk).
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeJSONError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// routeHeaders sets the X-Switchyard-* headers of a routed answer.
+func routeHeaders(h http.Header, m router.Meta) {
+	h.Set("X-Switchyard-Request-Id", m.RequestID)
+	h.Set("X-Switchyard-Served-Model", m.Candidate.ID)
+	if m.Fallback {
+		h.Set("X-Switchyard-Fallback", "true")
+	} else {
+		h.Set("X-Switchyard-Fallback", "false")
+	}
+}
+
+// protocolOf returns the protocol to record for a request: "ui" when
+// Switchyard's own UI says so.
+func protocolOf(r *http.Request, p fleet.Protocol) fleet.Protocol {
+	if r.Header.Get("X-Switchyard-Client") == "ui" {
+		return fleet.ProtocolUI
+	}
+	return p
+}

@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/switchyard/switchyard/backend/router"
+)
+
+// decodeBody reads a JSON request body into v. It returns the HTTP status
+// and message to answer with when the body is too large (413) or not the
+// JSON expected (400).
+func decodeBody(r *http.Request, v any) (int, error) {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return http.StatusRequestEntityTooLarge, fmt.Errorf("request body larger than %d bytes", mbe.Limit)
+		case errors.Is(err, io.EOF):
+			return http.StatusBadRequest, errors.New("empty request body: expected a JSON object")
+		}
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return http.StatusBadRequest, fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, err)
+		case errors.As(err, &te):
+			return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+		}
+		return http.StatusBadRequest, fmt.Errorf("malformed JSON: %v", err)
+	}
+	if dec.More() {
+		return http.StatusBadRequest, errors.New("malformed JSON: more than one value in the body")
+	}
+	return 0, nil
+}
+
+// routeError turns a router error into the status and message to answer
+// with before anything was written.
+func routeError(err error) (int, string) {
+	var re *router.Error
+	if errors.As(err, &re) {
+		return re.Status, re.Error()
+	}
+	return http.StatusInternalServerError, err.Error()
+}
+
+// chunkWriter writes a streamed answer: each chunk flushed at once, the
+// write deadline extended per chunk so a vanished caller cannot pin the
+// handler, while a slow one only slows its own stream.
+type chunkWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	buf     []byte
+}
+
+func newChunkWriter(w http.ResponseWriter, timeout time.Duration) *chunkWriter {
+	return &chunkWriter{w: w, rc: http.NewResponseController(w), timeout: timeout, buf: make([]byte, 0, 512)}
+}
+
+// flush writes cw.buf and flushes it to the caller.
+func (cw *chunkWriter) flush() error {
+	cw.rc.SetWriteDeadline(time.Now().Add(cw.timeout))
+	if _, err := cw.w.Write(cw.buf); err != nil {
+		return err
+	}
+	cw.buf = cw.buf[:0]
+	return cw.rc.Flush()
+}
+
+// appendString appends s as a JSON string, escaped as encoding/json does
+// (minus HTML escaping): quotes, backslashes, control characters, invalid
+// UTF-8 as U+FFFD, and U+2028/U+2029.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,137 @@
+// Package metrics exports Switchyard's Prometheus series (SPEC 5), named
+// switchyard_* in base units. It is a router.Observer: it learns
+// everything from live events, and holds its own registry (no globals).
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// Metrics holds the series. Safe for concurrent use; create it with New.
+type Metrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	attempts  *prometheus.CounterVec
+	ttft      *prometheus.HistogramVec
+	duration  *prometheus.HistogramVec
+	breaker   *prometheus.GaugeVec
+	gpuUsed   *prometheus.GaugeVec
+	gpuTotal  *prometheus.GaugeVec
+	mu        sync.RWMutex
+	knownName map[string]bool // request model names kept as label values
+}
+
+// ttftBuckets follow OpenTelemetry's gen_ai.server.time_to_first_token,
+// extended to the 60s first-token ceiling.
+var ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
+
+// New returns the metrics, registered with Go and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_requests_total", Help: "Requests by requested model, served candidate, fallback and status.",
+		}, []string{"requested_model", "served_candidate", "fallback", "status"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_attempts_total", Help: "Attempts by candidate and outcome.",
+		}, []string{"candidate", "outcome"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "switchyard_ttft_seconds", Help: "Time to first token of committed attempts, per candidate.", Buckets: ttftBuckets,
+		}, []string{"candidate"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "switchyard_request_duration_seconds", Help: "Request duration from arrival to the end of the answer.",
+			Buckets: []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84},
+		}, []string{"status"}),
+		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_breaker_state", Help: "Circuit breaker state per candidate: 0 closed, 1 half-open, 2 open.",
+		}, []string{"candidate"}),
+		gpuUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_gpu_memory_used_bytes", Help: "GPU memory in use.",
+		}, []string{"gpu"}),
+		gpuTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchyard_gpu_memory_total_bytes", Help: "GPU memory in all.",
+		}, []string{"gpu"}),
+		knownName: map[string]bool{},
+	}
+	m.reg.MustRegister(m.requests, m.attempts, m.ttft, m.duration, m.breaker, m.gpuUsed, m.gpuTotal,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the metrics' registry, for extra collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// SetCandidates names the model values kept as requested_model labels
+// (candidate ids and aliases); anything else a caller sends is counted as
+// "other", so callers cannot blow up the series count. It also publishes a
+// closed breaker for every candidate not seen yet.
+func (m *Metrics) SetCandidates(names []string, candidates []string) {
+	known := make(map[string]bool, len(names))
+	for _, n := range names {
+		known[n] = true
+	}
+	m.mu.Lock()
+	m.knownName = known
+	m.mu.Unlock()
+	for _, c := range candidates {
+		m.breaker.WithLabelValues(c).Add(0)
+	}
+}
+
+func (m *Metrics) modelLabel(model string) string {
+	if model == "" {
+		return "auto"
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.knownName[model] {
+		return model
+	}
+	return "other"
+}
+
+// Observe implements router.Observer.
+func (m *Metrics) Observe(e fleet.Event) {
+	switch e.Type {
+	case fleet.EventAttempt:
+		m.attempts.WithLabelValues(e.Attempt.Candidate, string(e.Attempt.Outcome)).Inc()
+	case fleet.EventCommit:
+		m.ttft.WithLabelValues(e.Attempt.Candidate).Observe(e.Attempt.TTFT.Seconds())
+	case fleet.EventRequestDone:
+		r := e.Request
+		m.requests.WithLabelValues(m.modelLabel(r.RequestedModel), r.ServedCandidate, strconv.FormatBool(r.IsFallback), string(r.Status)).Inc()
+		m.duration.WithLabelValues(string(r.Status)).Observe(r.Latency.Seconds())
+	case fleet.EventBreaker:
+		m.breaker.WithLabelValues(e.Breaker.Candidate).Set(breakerValue(e.Breaker.To))
+	}
+}
+
+func breakerValue(s fleet.BreakerState) float64 {
+	switch s {
+	case fleet.BreakerHalfOpen:
+		return 1
+	case fleet.BreakerOpen:
+		return 2
+	}
+	return 0
+}
+
+// SetGPU publishes one GPU's memory reading.
+func (m *Metrics) SetGPU(index int, used, total uint64) {
+	g := strconv.Itoa(index)
+	m.gpuUsed.WithLabelValues(g).Set(float64(used))
+	m.gpuTotal.WithLabelValues(g).Set(float64(total))
+}

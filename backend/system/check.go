@@ -1,0 +1,85 @@
+package system
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/config"
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/upstream"
+	"github.com/switchyard/switchyard/backend/upstream/ollama"
+	"github.com/switchyard/switchyard/backend/upstream/openai"
+)
+
+// CheckResult is one candidate's reachability.
+type CheckResult struct {
+	Candidate fleet.Candidate
+	OK        bool
+	Detail    string // what answered, or why not
+	Took      time.Duration
+}
+
+// CheckReport is what `switchyard check` prints.
+type CheckReport struct {
+	Path    string
+	Missing bool // no config file: the embedded default applies
+	Results []CheckResult
+}
+
+// Check validates the config file and asks each candidate's server whether
+// it serves the candidate's model. A config error is returned as is (it
+// names the key); unreachable candidates are reported, not returned.
+func Check(ctx context.Context, o Options) (CheckReport, error) {
+	path := o.ConfigPath
+	if path == "" {
+		path = config.DefaultPath(o.ConfigHome)
+	}
+	rep := CheckReport{Path: path}
+	cfg, err := config.Load(path)
+	if errors.Is(err, fs.ErrNotExist) && o.ConfigPath == "" {
+		rep.Missing = true
+		return rep, nil
+	}
+	if err != nil {
+		return rep, err
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	pool := upstream.NewPool(upstream.Settings{DialTimeout: 3 * time.Second, ResponseHeaderTimeout: 5 * time.Second})
+	defer pool.CloseIdle()
+	ol, oa := ollama.New(pool), openai.New(pool)
+	for _, c := range cfg.Candidates(o.Getenv) {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		start := time.Now()
+		r := CheckResult{Candidate: c}
+		var models []string
+		if c.Provider == fleet.ProviderOllama {
+			var ms []ollama.Model
+			ms, err = ol.Models(cctx, c.URL)
+			for _, m := range ms {
+				models = append(models, m.Name)
+			}
+		} else {
+			models, err = oa.Models(cctx, c.URL, c.APIKey)
+		}
+		cancel()
+		r.Took = time.Since(start)
+		switch {
+		case err != nil:
+			r.Detail = err.Error()
+		case !slices.Contains(models, c.Model):
+			r.Detail = fmt.Sprintf("the server answers but does not list model %q (it has %d others)", c.Model, len(models))
+		default:
+			r.OK = true
+			r.Detail = fmt.Sprintf("serves %s", c.Model)
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	return rep, nil
+}

@@ -1,0 +1,489 @@
+// Package system is the composition root: it loads the config (or the
+// embedded default), opens the history, builds the adapters, the router and
+// the API, watches the config file, and runs and stops them all. Only main
+// and app.go import it.
+package system
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/config"
+	"github.com/switchyard/switchyard/backend/deadline"
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/history"
+	"github.com/switchyard/switchyard/backend/httpapi"
+	"github.com/switchyard/switchyard/backend/metrics"
+	"github.com/switchyard/switchyard/backend/router"
+	"github.com/switchyard/switchyard/backend/simfleet"
+	"github.com/switchyard/switchyard/backend/upstream"
+	"github.com/switchyard/switchyard/backend/upstream/ollama"
+	"github.com/switchyard/switchyard/backend/upstream/openai"
+)
+
+// Version is Switchyard's version.
+const Version = "0.1.0"
+
+// Options say how to run. Main fills them from the command line and the
+// environment; nothing below reads the environment itself.
+type Options struct {
+	// ConfigPath is the config file; empty means the default path under
+	// ConfigHome. A missing file means the embedded default (SPEC 6.5).
+	ConfigPath string
+	// ConfigHome and DataHome are $XDG_CONFIG_HOME and $XDG_DATA_HOME (or
+	// their fallbacks under the home directory).
+	ConfigHome, DataHome string
+	// Addr overrides the config's listen address ("127.0.0.1:0" picks a
+	// free port).
+	Addr string
+	// DBPath overrides the history file.
+	DBPath string
+	// Demo serves the simulated demo fleet instead of configured servers.
+	Demo bool
+	// Getenv resolves candidates' api_key_env. Default os.Getenv.
+	Getenv func(string) string
+	// UI is the built frontend, served at /.
+	UI fs.FS
+	// Logf logs one line. Default: discard.
+	Logf func(format string, args ...any)
+	// DiscoverOllama and DiscoverOpenAI are the base URLs probed for local
+	// servers when there is no config file. Defaults: Ollama on
+	// 127.0.0.1:11434, OpenAI-compatible on 127.0.0.1:8000 and :8080.
+	DiscoverOllama, DiscoverOpenAI []string
+	// ShutdownGrace is how long in-flight streams may finish on shutdown
+	// before they are ended with an error event. Default 10s.
+	ShutdownGrace time.Duration
+}
+
+// Source says where the candidates in force came from.
+type Source string
+
+const (
+	SourceFile       Source = "file"
+	SourceDiscovered Source = "discovered"
+	SourceDemo       Source = "demo"
+)
+
+// System is a running Switchyard. Create it with New, then Run it.
+type System struct {
+	o        Options
+	pool     *upstream.Pool
+	ollama   *ollama.Backend
+	openai   *openai.Backend
+	Router   *router.Router
+	Store    *history.Store
+	Hub      *httpapi.Hub
+	Metrics  *metrics.Metrics
+	Learner  *deadline.Learner
+	API      *httpapi.Server
+	demo     *simfleet.Fleet
+	ln       net.Listener
+	httpSrv  *http.Server
+	baseStop context.CancelFunc
+
+	mu         sync.Mutex
+	cfg        config.Config
+	cfgPath    string
+	cfgText    string // the YAML in force
+	source     Source
+	rejected   error
+	rejectedAt time.Time
+}
+
+// New builds everything and binds the listener; nothing is served until
+// Run. On error everything it opened is closed.
+func New(ctx context.Context, o Options) (_ *System, err error) {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.ShutdownGrace <= 0 {
+		o.ShutdownGrace = 10 * time.Second
+	}
+	if o.DiscoverOllama == nil {
+		o.DiscoverOllama = []string{"http://127.0.0.1:11434"}
+	}
+	if o.DiscoverOpenAI == nil {
+		o.DiscoverOpenAI = []string{"http://127.0.0.1:8000/v1", "http://127.0.0.1:8080/v1"}
+	}
+	s := &System{o: o, pool: upstream.NewPool(upstream.Settings{}), Hub: httpapi.NewHub(), Metrics: metrics.New()}
+	s.ollama = ollama.New(s.pool)
+	s.openai = openai.New(s.pool)
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+
+	if err := s.loadConfig(ctx); err != nil {
+		return nil, err
+	}
+	cfg := s.cfg
+	if o.Addr != "" {
+		cfg.Listen = o.Addr
+		if !config.IsLoopback(cfg.Listen) && cfg.APIKey == "" {
+			return nil, fmt.Errorf("--addr %s is not a loopback address: set api_key in the config to expose Switchyard", cfg.Listen)
+		}
+	}
+
+	dbPath := o.DBPath
+	if dbPath == "" {
+		dbPath = cfg.History.Path
+	}
+	if dbPath == "" {
+		dbPath = filepath.Join(o.DataHome, "switchyard", "history.db")
+	}
+	s.Store, err = history.Open(dbPath, history.Options{Retention: cfg.History.Retention, Logf: o.Logf})
+	if err != nil {
+		return nil, err
+	}
+
+	s.Learner = deadline.New(deadline.Settings{
+		Multiplier: cfg.Selection.TTFTMultiplier, Floor: cfg.Selection.DeadlineFloor, MinSamples: cfg.Selection.MinSamples,
+		LoadTime: s.loadTime,
+	})
+	s.Router = router.New(s.routerFleet(cfg), router.Deps{
+		Recorder:  s.Store,
+		Observer:  observers{s.Hub, s.Metrics, breakerRecorder{s.Store}},
+		Deadlines: s.Learner,
+	})
+	s.restore(ctx)
+	s.publishCandidates()
+
+	s.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	s.API = httpapi.New(httpapi.Options{
+		Router: s.Router, History: s.Store, Hub: s.Hub, Demo: s.demoControl(), Metrics: s.Metrics.Handler(), UI: o.UI,
+		Status: s.Status, Config: s.ConfigDoc,
+		Listen: s.ln.Addr().String(), APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit,
+		Version: Version,
+	})
+	s.httpSrv = s.API.HTTPServer()
+	base, stop := context.WithCancel(context.Background())
+	s.baseStop = stop
+	s.httpSrv.BaseContext = func(net.Listener) context.Context { return base }
+	return s, nil
+}
+
+// loadConfig reads the config file, or builds the embedded default.
+func (s *System) loadConfig(ctx context.Context) error {
+	path := s.o.ConfigPath
+	if path == "" {
+		path = config.DefaultPath(s.o.ConfigHome)
+	}
+	s.cfgPath = path
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		cfg, err := config.Load(path)
+		if err != nil {
+			return err
+		}
+		s.cfg, s.cfgText, s.source = cfg, string(data), SourceFile
+	case errors.Is(err, fs.ErrNotExist) && s.o.ConfigPath == "":
+		s.cfg, s.source = config.Default(), ""
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("config %s: no such file", path)
+	default:
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if s.o.Demo {
+		return s.startDemo()
+	}
+	if s.source == "" {
+		found := s.discover(ctx)
+		if len(found) == 0 {
+			s.o.Logf("no local Ollama or OpenAI-compatible server answered; starting the demo fleet")
+			return s.startDemo()
+		}
+		s.cfg.Chat.Candidates = found
+		s.cfg.Chat.DefaultModel = found[0].ID
+		for _, c := range found {
+			if c.SupportsThinking {
+				s.cfg.Chat.DeepThinkingModel = c.ID
+				break
+			}
+		}
+		s.source = SourceDiscovered
+		s.cfgText = render(s.cfg)
+	}
+	return nil
+}
+
+func (s *System) startDemo() error {
+	f, err := simfleet.StartDemo()
+	if err != nil {
+		return fmt.Errorf("start the demo fleet: %w", err)
+	}
+	s.demo = f
+	s.cfg.Chat = demoChat(f)
+	s.source = SourceDemo
+	s.cfgText = render(s.cfg)
+	return nil
+}
+
+// demoChat makes the demo fleet's servers the candidates.
+func demoChat(f *simfleet.Fleet) config.Chat {
+	var chat config.Chat
+	for _, c := range f.Candidates() {
+		chat.Candidates = append(chat.Candidates, config.Candidate{
+			ID: c.ID, Provider: c.Provider, URL: c.URL, Model: c.Model, Priority: c.Priority,
+			Enabled: true, SupportsThinking: c.SupportsThinking,
+		})
+		if chat.DefaultModel == "" {
+			chat.DefaultModel = c.ID
+		}
+		if chat.DeepThinkingModel == "" && c.SupportsThinking && c.Provider == fleet.ProviderOpenAI {
+			chat.DeepThinkingModel = c.ID
+		}
+	}
+	return chat
+}
+
+// routerFleet turns a config into what the router routes over.
+func (s *System) routerFleet(cfg config.Config) router.Fleet {
+	fl := router.Fleet{
+		DefaultModel: cfg.Chat.DefaultModel, DeepThinkingModel: cfg.Chat.DeepThinkingModel,
+		Settings: router.Settings{
+			FirstTokenTimeout: cfg.Selection.FirstTokenTimeout,
+			StallTimeout:      cfg.Selection.StallTimeout,
+			BusyBackoff:       cfg.Selection.BusyBackoff,
+			Hedge:             cfg.Selection.Hedge,
+		},
+	}
+	fl.Settings.Breaker.FailureThreshold = cfg.Selection.FailureThreshold
+	fl.Settings.Breaker.OpenDuration = cfg.Selection.OpenDuration
+	for _, c := range cfg.Candidates(s.o.Getenv) {
+		fl.Targets = append(fl.Targets, router.Target{Candidate: c, Backend: s.backend(c.Provider)})
+	}
+	return fl
+}
+
+func (s *System) backend(p fleet.Provider) fleet.Backend {
+	if p == fleet.ProviderOllama {
+		return s.ollama
+	}
+	return s.openai
+}
+
+// loadTime is a candidate's configured load time.
+func (s *System) loadTime(c fleet.Candidate) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cc := range s.cfg.Chat.Candidates {
+		if cc.ID == c.ID {
+			return cc.LoadTime
+		}
+	}
+	return 0
+}
+
+// restore rebuilds breaker states and learned TTFTs from history.
+func (s *System) restore(ctx context.Context) {
+	last, err := s.Store.LastBreakerStates(ctx)
+	if err != nil {
+		s.o.Logf("restore breaker states: %v", err)
+	}
+	for _, t := range s.Router.Fleet().Targets {
+		id := t.Candidate.ID
+		if ch, ok := last[id]; ok {
+			s.Router.Breaker(id).Restore(ch)
+		}
+		ttfts, err := s.Store.WarmTTFTs(ctx, id, 200)
+		if err != nil {
+			s.o.Logf("learn TTFT of %s: %v", id, err)
+			continue
+		}
+		s.Learner.Seed(id, ttfts)
+	}
+}
+
+func (s *System) publishCandidates() {
+	fl := s.Router.Fleet()
+	names := []string{router.AliasAuto}
+	var ids []string
+	for _, t := range fl.Targets {
+		names = append(names, t.Candidate.ID, t.Candidate.Model)
+		ids = append(ids, t.Candidate.ID)
+	}
+	s.Metrics.SetCandidates(names, ids)
+}
+
+// Addr is the address the API listens on.
+func (s *System) Addr() string { return s.ln.Addr().String() }
+
+// URL is the API's base URL.
+func (s *System) URL() string { return "http://" + s.Addr() }
+
+// Source says where the candidates came from.
+func (s *System) Source() Source {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.source
+}
+
+// Demo returns the demo fleet, nil when not in demo mode.
+func (s *System) Demo() *simfleet.Fleet { return s.demo }
+
+// Run serves until ctx is done, then shuts down: in-flight streams get
+// ShutdownGrace to finish, then are ended with an error event; the history
+// is flushed. It watches the config file while it runs.
+func (s *System) Run(ctx context.Context) error {
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		if s.Source() == SourceDemo && s.o.ConfigPath == "" {
+			return
+		}
+		// The directory must exist to be watched; a config file created
+		// in it later is then picked up.
+		if err := os.MkdirAll(filepath.Dir(s.cfgPath), 0o755); err != nil {
+			s.o.Logf("config watch: %v", err)
+			return
+		}
+		w := config.Watcher{Path: s.cfgPath, Apply: s.apply, Rejected: s.reject}
+		if err := w.Run(watchCtx); err != nil && watchCtx.Err() == nil {
+			s.o.Logf("config watch stopped: %v", err)
+		}
+	}()
+	served := make(chan error, 1)
+	go func() { served <- s.httpSrv.Serve(s.ln) }()
+	var err error
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		err = s.shutdown()
+		<-served
+	}
+	stopWatch()
+	<-watchDone
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return errors.Join(err, s.Close())
+}
+
+func (s *System) shutdown() error {
+	grace, cancel := context.WithTimeout(context.Background(), s.o.ShutdownGrace)
+	defer cancel()
+	s.API.BeginShutdown()
+	err := s.httpSrv.Shutdown(grace)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Streams still running: cancelling their context ends each with
+		// an error event in its protocol, then the connections close.
+		s.baseStop()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = s.httpSrv.Shutdown(ctx)
+		if err != nil {
+			s.httpSrv.Close()
+		}
+	}
+	return err
+}
+
+// Close releases everything New opened. Run calls it; call it yourself only
+// when Run was never called.
+func (s *System) Close() error {
+	var err error
+	if s.baseStop != nil {
+		s.baseStop()
+	}
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	if s.Store != nil {
+		err = s.Store.Close()
+	}
+	if s.demo != nil {
+		s.demo.Close()
+	}
+	s.pool.CloseIdle()
+	return err
+}
+
+// apply puts a valid edited config in force.
+func (s *System) apply(cfg config.Config) error {
+	data, _ := os.ReadFile(s.cfgPath)
+	s.mu.Lock()
+	if s.demo != nil {
+		cfg.Chat = demoChat(s.demo)
+	}
+	s.cfg, s.cfgText, s.rejected = cfg, string(data), nil
+	if s.source != SourceDemo {
+		s.source = SourceFile
+	}
+	s.mu.Unlock()
+	s.Router.Update(s.routerFleet(cfg))
+	s.publishCandidates()
+	s.o.Logf("config %s applied", s.cfgPath)
+	s.Hub.Observe(fleet.Event{Type: fleet.EventConfig, At: time.Now(), Data: map[string]any{"ok": true}})
+	return nil
+}
+
+// reject keeps the config in force and shows why the edit was refused.
+func (s *System) reject(err error) {
+	s.mu.Lock()
+	s.rejected, s.rejectedAt = err, time.Now()
+	s.mu.Unlock()
+	s.o.Logf("config %s rejected, the previous config stays in force: %v", s.cfgPath, err)
+	s.Hub.Observe(fleet.Event{Type: fleet.EventConfig, At: time.Now(), Data: map[string]any{"ok": false, "error": err.Error()}})
+}
+
+// observers fans events out; each must not block.
+type observers []router.Observer
+
+func (os observers) Observe(e fleet.Event) {
+	for _, o := range os {
+		o.Observe(e)
+	}
+}
+
+// breakerRecorder writes breaker transitions to history.
+type breakerRecorder struct{ store *history.Store }
+
+func (b breakerRecorder) Observe(e fleet.Event) {
+	if e.Type == fleet.EventBreaker {
+		b.store.RecordBreaker(*e.Breaker)
+	}
+}
+
+// sanitizeID turns an upstream model name into a candidate id.
+func sanitizeID(s string) string {
+	s = strings.ToLower(s)
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		s = s[i+1:]
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return strings.Trim(b.String(), "-")
+}
+
+// APIKey is the API's bearer token, empty when none is required.
+func (s *System) APIKey() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.APIKey
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/system"
+)
+
+// check validates the config and reports each candidate's reachability.
+func check(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("check", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	o := baseOptions(stderr)
+	fl.StringVar(&o.ConfigPath, "config", "", "config file")
+	if err := fl.Parse(args); err != nil {
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := system.Check(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchyard: %v\n", err)
+		return exitError
+	}
+	if rep.Missing {
+		fmt.Fprintf(stdout, "no config at %s: the embedded default applies (local Ollama on :11434 and OpenAI-compatible servers on :8000/:8080, else the demo fleet)\n", rep.Path)
+	} else {
+		fmt.Fprintf(stdout, "config %s is valid: %d candidates\n", rep.Path, len(rep.Results))
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
+	unhealthy := 0
+	for _, r := range rep.Results {
+		mark := "ok"
+		if !r.OK {
+			mark = "FAIL"
+			unhealthy++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, r.Candidate.ID, r.Candidate.Provider, r.Candidate.URL, r.Detail+" ("+r.Took.Round(time.Millisecond).String()+")")
+	}
+	tw.Flush()
+	if unhealthy > 0 {
+		fmt.Fprintf(stderr, "switchyard: %d of %d candidates did not answer\n", unhealthy, len(rep.Results))
+		return exitUnhealthy
+	}
+	return exitOK
+}

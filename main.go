@@ -1,0 +1,136 @@
+// Command switchyard routes chat requests across a fleet of local model
+// servers (Ollama, vLLM, llama.cpp, LM Studio) so that a sick server never
+// spoils an answer. With no subcommand it opens the desktop app; `serve`
+// runs the same router, API and web UI headless.
+package main
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/switchyard/switchyard/backend/system"
+)
+
+//go:embed all:frontend/dist
+var assets embed.FS
+
+const usage = `Switchyard routes chat requests across your local model servers.
+
+Usage:
+  switchyard                    open the desktop app
+  switchyard serve [flags]      run headless: the API and web UI at http://ADDR/
+  switchyard demo [flags]       serve a simulated fleet, for trying it with nothing installed
+  switchyard check [--config F] validate the config and check each candidate
+  switchyard version
+
+Flags of serve and demo:
+  --config FILE   config file (default $XDG_CONFIG_HOME/switchyard/config.yaml)
+  --addr ADDR     listen address (default 127.0.0.1:8484)
+  --db FILE       history database (default $XDG_DATA_HOME/switchyard/history.db)
+  --demo          serve the simulated demo fleet (serve only)
+`
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitError     = 1 // a failure while running, or a bad config
+	exitUsage     = 2
+	exitUnhealthy = 3 // check: a candidate did not answer
+)
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("switchyard: ")
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		return desktop(stderr)
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve", "demo":
+		return serve(cmd, rest, stderr)
+	case "check":
+		return check(rest, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "switchyard", system.Version)
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "switchyard: unknown command %q\n\n%s", cmd, usage)
+	return exitUsage
+}
+
+// baseOptions are the system options every subcommand shares: XDG
+// directories, the environment, the embedded UI and logging.
+func baseOptions(stderr io.Writer) system.Options {
+	home, _ := os.UserHomeDir()
+	o := system.Options{
+		ConfigHome: envOr("XDG_CONFIG_HOME", filepath.Join(home, ".config")),
+		DataHome:   envOr("XDG_DATA_HOME", filepath.Join(home, ".local", "share")),
+		Getenv:     os.Getenv,
+		Logf:       log.New(stderr, "switchyard: ", log.LstdFlags).Printf,
+	}
+	if ui, err := fs.Sub(assets, "frontend/dist"); err == nil {
+		o.UI = ui
+	}
+	return o
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func serve(cmd string, args []string, stderr io.Writer) int {
+	fl := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	o := baseOptions(stderr)
+	fl.StringVar(&o.ConfigPath, "config", "", "config file")
+	fl.StringVar(&o.Addr, "addr", "", "listen address")
+	fl.StringVar(&o.DBPath, "db", "", "history database")
+	demo := fl.Bool("demo", false, "serve the simulated demo fleet")
+	if err := fl.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "switchyard %s: unexpected argument %q\n", cmd, fl.Arg(0))
+		return exitUsage
+	}
+	o.Demo = *demo || cmd == "demo"
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sys, err := system.New(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "switchyard: %v\n", err)
+		return exitError
+	}
+	label := ""
+	if sys.Source() == system.SourceDemo {
+		label = " (demo fleet: simulated servers)"
+	}
+	o.Logf("serving on %s%s — open %s/ for the UI", sys.Addr(), label, sys.URL())
+	if err := sys.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "switchyard: %v\n", err)
+		return exitError
+	}
+	o.Logf("stopped")
+	return exitOK
+}
