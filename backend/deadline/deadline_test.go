@@ -1,0 +1,116 @@
+package deadline
+
+import (
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+var qwen = fleet.Candidate{ID: "qwen"}
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func TestFirstToken(t *testing.T) {
+	const ceiling = 60 * time.Second
+	tests := []struct {
+		name     string
+		samples  []time.Duration
+		resident func(fleet.Candidate) (bool, bool)
+		loadTime time.Duration
+		want     time.Duration
+		wantCold bool
+	}{
+		{name: "no samples: the ceiling", want: ceiling},
+		{name: "too few samples: the ceiling", samples: repeat(ms(300), 19), want: ceiling},
+		{name: "enough samples: k × p99", samples: append(repeat(ms(300), 19), ms(800)), want: 4 * ms(800)},
+		{name: "floor", samples: repeat(ms(100), 20), want: 2 * time.Second},
+		{name: "capped at the ceiling", samples: repeat(20*time.Second, 20), want: ceiling},
+		{name: "cold model gets its configured load time on top",
+			samples: repeat(ms(800), 20), resident: func(fleet.Candidate) (bool, bool) { return false, true },
+			loadTime: 30 * time.Second, want: 4*ms(800) + 30*time.Second, wantCold: true},
+		{name: "cold model without a known load time gets the default allowance",
+			resident: func(fleet.Candidate) (bool, bool) { return false, true },
+			want:     ceiling + DefaultLoadTime, wantCold: true},
+		{name: "resident: no allowance", samples: repeat(ms(800), 20),
+			resident: func(fleet.Candidate) (bool, bool) { return true, true }, want: 4 * ms(800)},
+		{name: "residency unknown: no allowance", samples: repeat(ms(800), 20),
+			resident: func(fleet.Candidate) (bool, bool) { return false, false }, want: 4 * ms(800)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := New(Settings{Resident: tt.resident, LoadTime: func(fleet.Candidate) time.Duration { return tt.loadTime }})
+			for _, s := range tt.samples {
+				l.Observe(qwen, s, false, nil)
+			}
+			d, cold := l.FirstToken(qwen, ceiling)
+			if d != tt.want || cold != tt.wantCold {
+				t.Errorf("FirstToken() = %v, %v; want %v, %v", d, cold, tt.want, tt.wantCold)
+			}
+		})
+	}
+}
+
+func repeat(d time.Duration, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
+
+func TestColdSamplesAreNotLearnedAsWarm(t *testing.T) {
+	l := New(Settings{})
+	for range 20 {
+		l.Observe(qwen, ms(300), false, nil)
+	}
+	l.Observe(qwen, 20*time.Second, true, nil)                                          // the attempt was known cold
+	l.Observe(qwen, 15*time.Second, false, &fleet.Usage{LoadDuration: 14 * time.Second}) // upstream reports a load
+	if st := l.Stats(qwen.ID); st.N != 20 || st.P99 != ms(300) {
+		t.Errorf("Stats() = %+v; want only the 20 warm samples", st)
+	}
+}
+
+func TestLearnedLoadTime(t *testing.T) {
+	cold := func(fleet.Candidate) (bool, bool) { return false, true }
+	l := New(Settings{Resident: cold})
+	l.Observe(qwen, 9*time.Second, false, &fleet.Usage{LoadDuration: 8 * time.Second})
+	d, isCold := l.FirstToken(qwen, 60*time.Second)
+	if !isCold || d != 60*time.Second+12*time.Second {
+		t.Errorf("FirstToken() = %v, %v; want ceiling + 1.5 × the 8s load", d, isCold)
+	}
+}
+
+func TestWindowKeepsTheNewest(t *testing.T) {
+	l := New(Settings{Window: 20})
+	for range 20 {
+		l.Observe(qwen, 10*time.Second, false, nil)
+	}
+	for range 20 {
+		l.Observe(qwen, ms(200), false, nil)
+	}
+	if st := l.Stats(qwen.ID); st.N != 20 || st.P99 != ms(200) {
+		t.Errorf("Stats() = %+v; want the 20 newest samples only", st)
+	}
+}
+
+func TestSeedFromHistory(t *testing.T) {
+	l := New(Settings{Window: 3})
+	l.Seed(qwen.ID, []time.Duration{ms(1), ms(2), ms(3), ms(4)}) // newest first
+	if st := l.Stats(qwen.ID); st.N != 3 || st.P99 != ms(3) || st.P50 != ms(2) {
+		t.Errorf("Stats() = %+v; want the 3 newest (1, 2, 3 ms)", st)
+	}
+}
+
+func TestHedgeAfter(t *testing.T) {
+	l := New(Settings{})
+	if _, ok := l.HedgeAfter(qwen); ok {
+		t.Error("HedgeAfter known without samples")
+	}
+	for i := range 100 {
+		l.Observe(qwen, ms(i+1), false, nil)
+	}
+	if d, ok := l.HedgeAfter(qwen); !ok || d != ms(95) {
+		t.Errorf("HedgeAfter() = %v, %v; want the p95, 95ms", d, ok)
+	}
+}
