@@ -64,7 +64,7 @@ func TestColdSamplesAreNotLearnedAsWarm(t *testing.T) {
 	for range 20 {
 		l.Observe(qwen, ms(300), false, nil)
 	}
-	l.Observe(qwen, 20*time.Second, true, nil)                                          // the attempt was known cold
+	l.Observe(qwen, 20*time.Second, true, nil)                                           // the attempt was known cold
 	l.Observe(qwen, 15*time.Second, false, &fleet.Usage{LoadDuration: 14 * time.Second}) // upstream reports a load
 	if st := l.Stats(qwen.ID); st.N != 20 || st.P99 != ms(300) {
 		t.Errorf("Stats() = %+v; want only the 20 warm samples", st)
