@@ -1,0 +1,44 @@
+package metrics
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+func TestSeries(t *testing.T) {
+	m := New()
+	m.SetCandidates([]string{"auto", "a", "b"}, []string{"a", "b"})
+	m.Observe(fleet.Event{Type: fleet.EventAttempt, Attempt: &fleet.Attempt{Candidate: "a", Outcome: fleet.OutcomeTimeout}})
+	m.Observe(fleet.Event{Type: fleet.EventCommit, Attempt: &fleet.Attempt{Candidate: "b", TTFT: 300 * time.Millisecond}})
+	m.Observe(fleet.Event{Type: fleet.EventRequestDone, Request: &fleet.RequestRecord{RequestedModel: "auto", ServedCandidate: "b", IsFallback: true, Status: fleet.StatusOK, Latency: time.Second}})
+	m.Observe(fleet.Event{Type: fleet.EventRequestDone, Request: &fleet.RequestRecord{RequestedModel: "made-up-by-a-caller", Status: fleet.StatusFailed}})
+	m.Observe(fleet.Event{Type: fleet.EventBreaker, Breaker: &fleet.BreakerChange{Candidate: "a", To: fleet.BreakerOpen}})
+	m.SetGPU(0, 10<<30, 80<<30)
+
+	w := httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body := w.Body.String()
+	for _, want := range []string{
+		`switchyard_attempts_total{candidate="a",outcome="timeout"} 1`,
+		`switchyard_ttft_seconds_bucket{candidate="b",le="0.5"} 1`,
+		`switchyard_requests_total{fallback="true",requested_model="auto",served_candidate="b",status="ok"} 1`,
+		`switchyard_requests_total{fallback="false",requested_model="other",served_candidate="",status="error"} 1`,
+		`switchyard_request_duration_seconds_count{status="ok"} 1`,
+		`switchyard_breaker_state{candidate="a"} 2`,
+		`switchyard_breaker_state{candidate="b"} 0`,
+		`switchyard_gpu_memory_used_bytes{gpu="0"} 1.073741824e+10`,
+		`switchyard_gpu_memory_total_bytes{gpu="0"} 8.589934592e+10`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(body, "made-up-by-a-caller") {
+		t.Error("a caller-chosen model name became a label value")
+	}
+}
