@@ -90,6 +90,8 @@ type System struct {
 	httpSrv  *http.Server
 	baseStop context.CancelFunc
 
+	watchReady chan struct{} // closed once the config file is watched
+
 	mu         sync.Mutex
 	cfg        config.Config
 	cfgPath    string
@@ -117,7 +119,7 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	if o.DiscoverOpenAI == nil {
 		o.DiscoverOpenAI = []string{"http://127.0.0.1:8000/v1", "http://127.0.0.1:8080/v1"}
 	}
-	s := &System{o: o, pool: upstream.NewPool(upstream.Settings{}), Hub: httpapi.NewHub(), Metrics: metrics.New()}
+	s := &System{o: o, pool: upstream.NewPool(upstream.Settings{}), Hub: httpapi.NewHub(), Metrics: metrics.New(), watchReady: make(chan struct{})}
 	s.ollama = ollama.New(s.pool)
 	s.openai = openai.New(s.pool)
 	defer func() {
@@ -348,15 +350,17 @@ func (s *System) Run(ctx context.Context) error {
 	go func() {
 		defer close(watchDone)
 		if s.Source() == SourceDemo && s.o.ConfigPath == "" {
+			close(s.watchReady) // nothing to watch
 			return
 		}
 		// The directory must exist to be watched; a config file created
 		// in it later is then picked up.
 		if err := os.MkdirAll(filepath.Dir(s.cfgPath), 0o755); err != nil {
 			s.o.Logf("config watch: %v", err)
+			close(s.watchReady)
 			return
 		}
-		w := config.Watcher{Path: s.cfgPath, Apply: s.apply, Rejected: s.reject}
+		w := config.Watcher{Path: s.cfgPath, Apply: s.apply, Rejected: s.reject, Ready: s.watching}
 		if err := w.Run(watchCtx); err != nil && watchCtx.Err() == nil {
 			s.o.Logf("config watch stopped: %v", err)
 		}
@@ -416,6 +420,27 @@ func (s *System) Close() error {
 	s.pool.CloseIdle()
 	return err
 }
+
+// watching runs once the config file is watched: an edit made between New's
+// load and the watch is picked up now.
+func (s *System) watching() {
+	defer close(s.watchReady)
+	data, err := os.ReadFile(s.cfgPath)
+	s.mu.Lock()
+	changed := err == nil && s.source == SourceFile && string(data) != s.cfgText
+	s.mu.Unlock()
+	if !changed {
+		return
+	}
+	if cfg, err := config.Parse(data); err != nil {
+		s.reject(err)
+	} else {
+		s.apply(cfg)
+	}
+}
+
+// WatchReady is closed once edits of the config file are watched.
+func (s *System) WatchReady() <-chan struct{} { return s.watchReady }
 
 // apply puts a valid edited config in force.
 func (s *System) apply(cfg config.Config) error {

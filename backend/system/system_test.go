@@ -1,0 +1,292 @@
+package system
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/simfleet"
+)
+
+func TestInvalidConfigAtStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(path, []byte("selection:\n  failure_threshold: 0\nchat:\n  candidates: []\n"), 0o600)
+	_, err := New(t.Context(), Options{ConfigPath: path, Addr: "127.0.0.1:0", DBPath: filepath.Join(t.TempDir(), "h.db")})
+	if err == nil || !strings.Contains(err.Error(), "selection.failure_threshold") {
+		t.Fatalf("New() error = %v; want one naming selection.failure_threshold", err)
+	}
+	_, err = New(t.Context(), Options{ConfigPath: filepath.Join(t.TempDir(), "missing.yaml"), Addr: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("New() with a missing --config = %v; want a clear error", err)
+	}
+}
+
+func TestConfigReload(t *testing.T) {
+	h := start(t, "")
+	cfgPath := h.sys.cfgPath
+	applied := make(chan fleet.Event, 8)
+	events, stop := h.sys.Hub.Subscribe()
+	defer stop()
+	go func() {
+		for e := range events {
+			if e.Type == fleet.EventConfig {
+				applied <- e
+			}
+		}
+	}()
+	// Open fast-1's breaker so we can see that it survives a reload.
+	tk, _ := h.sys.Router.Breaker("fast-1").Allow()
+	h.sys.Router.Breaker("fast-1").Done(tk, 1, "test") // breaker.Failure
+	waitConfig := func() map[string]any {
+		t.Helper()
+		select {
+		case e := <-applied:
+			return e.Data.(map[string]any)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no config event within 10s")
+			return nil
+		}
+	}
+
+	<-h.sys.WatchReady()
+	// An invalid edit is rejected; the old config keeps serving.
+	old, _ := os.ReadFile(cfgPath)
+	os.WriteFile(cfgPath, []byte(strings.Replace(string(old), "failure_threshold: 100", "failure_threshold: -1", 1)), 0o600)
+	if d := waitConfig(); d["ok"] != false || !strings.Contains(fmt.Sprint(d["error"]), "selection.failure_threshold") {
+		t.Fatalf("invalid edit: event %v; want rejected naming the key", d)
+	}
+	doc := h.sys.ConfigDoc().(map[string]any)
+	if !strings.Contains(fmt.Sprint(doc["error"]), "failure_threshold") || !strings.Contains(fmt.Sprint(doc["yaml"]), "failure_threshold: 100") {
+		t.Errorf("config doc after a rejected edit = %v", doc)
+	}
+	if got := h.sys.Router.Fleet().Settings.Breaker.FailureThreshold; got != 100 {
+		t.Errorf("threshold in force = %d; want the old 100", got)
+	}
+
+	// A valid edit applies without restart; fast-1's breaker state survives.
+	edited := strings.Replace(string(old), "default_model: fast-1", "default_model: fast-2", 1)
+	os.WriteFile(cfgPath, []byte(edited), 0o600)
+	if d := waitConfig(); d["ok"] != true {
+		t.Fatalf("valid edit: event %v", d)
+	}
+	if got := h.sys.Router.Fleet().DefaultModel; got != "fast-2" {
+		t.Errorf("default model = %s; want fast-2", got)
+	}
+	if f := h.sys.Router.Breaker("fast-1").Snapshot().Failures; f != 1 {
+		t.Errorf("fast-1 breaker failures = %d after reload; want 1 kept", f)
+	}
+	r := h.askOpenAI(t, true)
+	if r.served != "fast-2" || r.err != nil {
+		t.Errorf("after reload served by %s (%v); want fast-2", r.served, r.err)
+	}
+}
+
+func TestDemoModeAndStatus(t *testing.T) {
+	dir := t.TempDir()
+	sys, err := New(t.Context(), Options{Demo: true, Addr: "127.0.0.1:0", ConfigHome: dir, DataHome: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sys.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	var st StatusDoc
+	getJSON(t, sys.URL()+"/switchyard/v1/status", &st)
+	if !st.Demo || len(st.Candidates) != 4 || st.Config.Source != SourceDemo || st.GPU.Message == "" {
+		t.Fatalf("status = %+v", st)
+	}
+	var demo struct {
+		Servers []struct{ Candidate, Fault string }
+		Faults  []string
+	}
+	getJSON(t, sys.URL()+"/switchyard/v1/demo", &demo)
+	if len(demo.Servers) != 4 || len(demo.Faults) < 10 {
+		t.Fatalf("demo = %+v", demo)
+	}
+	resp, err := http.Post(sys.URL()+"/switchyard/v1/demo/fault", "application/json", strings.NewReader(`{"candidate":"qwen3-8b","fault":"close_before_first"}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("set fault: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if f := sys.Demo().Server("qwen3-8b").Fault().String(); f != "close_before_first" {
+		t.Errorf("fault = %s", f)
+	}
+	resp, _ = http.Post(sys.URL()+"/switchyard/v1/demo/fault", "application/json", strings.NewReader(`{"candidate":"qwen3-8b","fault":"explode"}`))
+	if resp.StatusCode != 400 {
+		t.Errorf("unknown fault: status %d; want 400", resp.StatusCode)
+	}
+	resp.Body.Close()
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// TestMain lets the crash test re-execute this binary as a server child.
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv("SWITCHYARD_CRASH_CHILD"); cfg != "" {
+		crashChild(cfg, os.Getenv("SWITCHYARD_CRASH_DB"))
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// crashChild serves until it is killed, printing its URL first.
+func crashChild(cfgPath, db string) {
+	sys, err := New(context.Background(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: db})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	fmt.Println(sys.URL())
+	sys.Run(context.Background())
+}
+
+// TestKill9UnderLoad kills the server with SIGKILL while requests stream,
+// restarts it on the same database, and checks that it opens clean, that
+// every request whose answer the client fully received is recorded, and
+// that the breaker state is rebuilt.
+func TestKill9UnderLoad(t *testing.T) {
+	f, err := simfleet.StartFast(2, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("selection:\n  open_duration: 10m\nchat:\n  default_model: fast-1\n  candidates:\n")
+	for _, c := range f.Candidates() {
+		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %s, priority: %d}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority)
+	}
+	cfgPath, db := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "history.db")
+	os.WriteFile(cfgPath, []byte(b.String()), 0o600)
+	refuse, _ := simfleet.ParseFault("refuse")
+	f.SetFault("fast-1", refuse) // the primary fails: its breaker opens under load
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "SWITCHYARD_CRASH_CHILD="+cfgPath, "SWITCHYARD_CRASH_DB="+db)
+	out, _ := child.StdoutPipe()
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "http://") {
+		t.Fatalf("child said %q, %v", line, err)
+	}
+	url := strings.TrimSpace(line)
+
+	var mu sync.Mutex
+	var answered []string // ids of answers received in full ([DONE] seen)
+	progress := make(chan struct{}, 1024)
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if id, ok := streamOnce(ctx, url); ok {
+					mu.Lock()
+					answered = append(answered, id)
+					mu.Unlock()
+					select {
+					case progress <- struct{}{}:
+					default:
+					}
+				}
+			}
+		})
+	}
+	// Kill once enough answers are in: counting, not sleeping.
+	guard := time.After(30 * time.Second)
+	for n := 0; n < 150; n++ {
+		select {
+		case <-progress:
+		case <-guard:
+			n = 150
+		}
+	}
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	stop()
+	wg.Wait()
+	if len(answered) < 50 {
+		t.Fatalf("only %d answers before the kill", len(answered))
+	}
+
+	// The file opens clean.
+	raw, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var check string
+	raw.QueryRow("PRAGMA integrity_check").Scan(&check)
+	raw.Close()
+	if check != "ok" {
+		t.Fatalf("integrity_check = %q", check)
+	}
+	// Restart on the same database.
+	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: db})
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	defer sys.Close()
+	missing := 0
+	for _, id := range answered {
+		if _, err := sys.Store.Request(t.Context(), id); err != nil {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d fully answered requests missing from history after kill -9", missing, len(answered))
+	}
+	if st := sys.Router.Breaker("fast-1").Snapshot().State; st != fleet.BreakerOpen {
+		t.Errorf("fast-1 breaker after restart = %s; want open again (it was failing when the server died)", st)
+	}
+	if st := sys.Router.Breaker("fast-2").Snapshot().State; st != fleet.BreakerClosed {
+		t.Errorf("fast-2 breaker after restart = %s; want closed", st)
+	}
+	t.Logf("%d answers before kill -9, all recorded", len(answered))
+}
+
+// streamOnce streams one request and returns its id when the answer ended
+// with [DONE].
+func streamOnce(ctx context.Context, url string) (string, bool) {
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"auto","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		return "", false
+	}
+	return resp.Header.Get("X-Switchyard-Request-Id"), true
+}
