@@ -408,7 +408,7 @@ type Stream struct {
 	once  sync.Once
 	err   error // the terminal error Recv returns once the stream ended
 	ended atomic.Bool
-	usage *fleet.Usage
+	usage atomic.Pointer[fleet.Usage] // the last usage seen; read by a concurrent Close
 }
 
 // Meta returns what is known at commit time.
@@ -424,7 +424,7 @@ func (s *Stream) Recv() (fleet.Chunk, error) {
 		s.a.buf[s.pos] = fleet.Chunk{}
 		s.pos++
 		if ch.Usage != nil {
-			s.usage = ch.Usage
+			s.usage.Store(ch.Usage)
 		}
 		return ch, nil
 	}
@@ -438,7 +438,7 @@ func (s *Stream) Recv() (fleet.Chunk, error) {
 		return fleet.Chunk{}, s.end(err)
 	}
 	if ch.Usage != nil {
-		s.usage = ch.Usage
+		s.usage.Store(ch.Usage)
 	}
 	return ch, nil
 }
@@ -466,15 +466,16 @@ func (ru *run) finish(s *Stream, err error) error {
 	a := s.a
 	cause := a.release()
 	c := a.e.target.Candidate
-	if s.usage != nil {
-		ru.rec.PromptTokens = s.usage.PromptTokens
-		ru.rec.CompletionTokens = s.usage.CompletionTokens
+	usage := s.usage.Load()
+	if usage != nil {
+		ru.rec.PromptTokens = usage.PromptTokens
+		ru.rec.CompletionTokens = usage.CompletionTokens
 	}
 	switch {
 	case err == io.EOF:
 		a.rec.Outcome = fleet.OutcomeSuccess
 		a.e.br.Succeed()
-		ru.r.deps.Deadlines.Observe(c, a.rec.TTFT, a.rec.Cold, s.usage)
+		ru.r.deps.Deadlines.Observe(c, a.rec.TTFT, a.rec.Cold, usage)
 		ru.addAttempt(a.rec)
 		ru.rec.Status = fleet.StatusOK
 		ru.rec.HTTPStatus = 200
