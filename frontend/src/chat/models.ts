@@ -1,0 +1,23 @@
+import type { Status } from '../types';
+import type { ModelOption } from './Composer';
+
+/** modelOptions lists auto, then every candidate, then any other model id the server offers. */
+export function modelOptions(status: Status | null, served: string[], thinking: boolean): ModelOption[] {
+  const first = thinking && status?.deep_thinking_model ? status.deep_thinking_model : status?.default_model;
+  const out: ModelOption[] = [{ id: 'auto', label: first ? `auto — ${first} first, then fallbacks` : 'auto' }];
+  const seen = new Set(['auto']);
+  for (const c of status?.candidates ?? []) {
+    if (!c.enabled || seen.has(c.id)) continue;
+    seen.add(c.id);
+    const notes: string[] = [];
+    if (c.breaker.state !== 'closed') notes.push(`breaker ${c.breaker.state.replace('_', '-')}`);
+    if (thinking && !c.supports_thinking) notes.push('no thinking');
+    out.push({ id: c.id, label: notes.length ? `${c.id} (${notes.join(', ')})` : c.id });
+  }
+  for (const id of served) {
+    if (seen.has(id)) continue;
+    seen.add(id);
+    out.push({ id, label: id });
+  }
+  return out;
+}

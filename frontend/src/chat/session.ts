@@ -1,0 +1,176 @@
+// ChatSession holds one conversation and streams answers into it. It lives
+// outside the components so a stream keeps going while another screen is open.
+
+import { APIError, isAbort, type Client, type RouteInfo } from '../api';
+import type { LiveStore } from '../store';
+import type { ChatMessage, RequestRecord } from '../types';
+
+export type Phase = 'waiting' | 'streaming' | 'done' | 'stopped' | 'failed' | 'stream_error';
+
+export interface UserTurn {
+  kind: 'user';
+  key: number;
+  text: string;
+}
+
+export interface AnswerTurn {
+  kind: 'answer';
+  key: number;
+  model: string;
+  thinking: boolean;
+  phase: Phase;
+  content: string;
+  reasoning: string;
+  route: RouteInfo | null;
+  startedAt: number;
+  /** Client-measured time to the first content or reasoning token. */
+  ttftMs: number | null;
+  /** Time from send to the reasoning's end (first content token), when thinking. */
+  thoughtMs: number | null;
+  record: RequestRecord | null;
+  /** The error shown under the answer: every candidate failed, or the stream broke. */
+  error: string | null;
+  /** The stream ended without [DONE] or finish_reason and without an error event. */
+  truncated: boolean;
+}
+
+export type Turn = UserTurn | AnswerTurn;
+
+export class ChatSession {
+  turns: Turn[] = [];
+  busy = false;
+
+  private ctl: AbortController | null = null;
+  private seq = 0;
+  private listeners = new Set<() => void>();
+  private scheduled = false;
+
+  constructor(
+    private readonly client: Client,
+    private readonly live: LiveStore,
+  ) {}
+
+  subscribe(fn: () => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /** history is the conversation as the model should see it: finished turns with text. */
+  history(): ChatMessage[] {
+    const out: ChatMessage[] = [];
+    for (const t of this.turns) {
+      if (t.kind === 'user') out.push({ role: 'user', content: t.text });
+      else if (t.content) out.push({ role: 'assistant', content: t.content });
+    }
+    return out;
+  }
+
+  clear(): void {
+    if (this.busy) return;
+    this.turns = [];
+    this.notifyNow();
+  }
+
+  stop(): void {
+    this.ctl?.abort();
+  }
+
+  async send(text: string, model: string, thinking: boolean): Promise<void> {
+    const prompt = text.trim();
+    if (!prompt || this.busy) return;
+    this.turns = [...this.turns, { kind: 'user', key: ++this.seq, text: prompt }];
+    const messages = this.history();
+    const key = ++this.seq;
+    const startedAt = performance.now();
+    let answer: AnswerTurn = {
+      kind: 'answer',
+      key,
+      model,
+      thinking,
+      phase: 'waiting',
+      content: '',
+      reasoning: '',
+      route: null,
+      startedAt: Date.now(),
+      ttftMs: null,
+      thoughtMs: null,
+      record: null,
+      error: null,
+      truncated: false,
+    };
+    this.turns = [...this.turns, answer];
+    this.busy = true;
+    const ctl = new AbortController();
+    this.ctl = ctl;
+    this.notifyNow();
+
+    // Every change replaces the answer object, so memoised views see it.
+    const update = (patch: Partial<AnswerTurn>, now = false) => {
+      answer = { ...answer, ...patch };
+      this.turns = this.turns.map((t) => (t.key === key ? answer : t));
+      if (now) this.notifyNow();
+      else this.notifySoon();
+    };
+    const firstToken = () => {
+      if (answer.ttftMs === null) return { ttftMs: Math.round(performance.now() - startedAt), phase: 'streaming' as Phase };
+      return {};
+    };
+
+    try {
+      const result = await this.client.chat({ model, messages, thinking }, ctl.signal, {
+        onOpen: (route) => update({ route }, true),
+        onReasoning: (r) => update({ ...firstToken(), reasoning: answer.reasoning + r }),
+        onContent: (c) => {
+          const thought =
+            answer.reasoning && answer.thoughtMs === null ? { thoughtMs: Math.round(performance.now() - startedAt) } : {};
+          update({ ...firstToken(), ...thought, content: answer.content + c });
+        },
+        onStreamError: (message) => update({ phase: 'stream_error', error: message }, true),
+      });
+      if (answer.phase !== 'stream_error') {
+        update({ phase: 'done', truncated: !result.finished }, true);
+      }
+    } catch (err) {
+      if (isAbort(err)) {
+        update({ phase: 'stopped' }, true);
+      } else if (err instanceof APIError) {
+        const route = answer.route ?? { requestId: err.requestId, servedModel: null, fallback: false };
+        update({ phase: 'failed', error: err.message, route }, true);
+      } else {
+        update({ phase: 'failed', error: err instanceof Error ? err.message : String(err) }, true);
+      }
+    } finally {
+      this.busy = false;
+      this.ctl = null;
+      this.notifyNow();
+    }
+
+    const id = answer.route?.requestId;
+    if (id) {
+      try {
+        const record = this.live.recentRequest(id) ?? (await this.client.requestWhenRecorded(id));
+        update({ record }, true);
+      } catch {
+        // The notice falls back to the headers alone.
+      }
+    }
+  }
+
+  private notifySoon(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    const flush = () => {
+      this.scheduled = false;
+      this.notifyNow();
+    };
+    if (typeof requestAnimationFrame === 'function' && typeof document !== 'undefined' && !document.hidden) {
+      requestAnimationFrame(flush);
+    } else {
+      setTimeout(flush, 50);
+    }
+  }
+
+  private notifyNow(): void {
+    for (const fn of this.listeners) fn();
+  }
+}

@@ -1,0 +1,184 @@
+import { useEffect, useState } from 'preact/hooks';
+import type { Client } from '../api';
+import { Badge } from '../ui/Badge';
+import { ErrorBox, Loading } from '../ui/States';
+import type { DemoServer, DemoState, Status } from '../types';
+import { faultLabel, presets, type Preset } from './faults';
+
+interface Props {
+  client: Client;
+  status: Status | null;
+  /** compact: presets and active faults only (the Chat screen's version). */
+  compact?: boolean;
+}
+
+/** FaultPanel injects faults into the simulated fleet (demo mode only). */
+export function FaultPanel({ client, status, compact = false }: Props) {
+  const [demo, setDemo] = useState<DemoState | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [choice, setChoice] = useState<Record<string, string>>({});
+  const [pending, setPending] = useState<string | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+
+  const load = () => {
+    client.demo().then(
+      (d) => {
+        setDemo(d);
+        setError(null);
+      },
+      (e: Error) => setError(e.message),
+    );
+  };
+  useEffect(() => {
+    load();
+    // Another window or an API caller may change faults too; keep the view fresh.
+    const t = setInterval(load, 5000);
+    return () => clearInterval(t);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [client]);
+
+  const apply = async (set: [string, string][], label: string) => {
+    setPending(label);
+    setNotice(null);
+    try {
+      const updated: DemoServer[] = [];
+      for (const [candidate, fault] of set) updated.push(await client.setFault(candidate, fault));
+      setDemo((d) =>
+        d ? { ...d, servers: d.servers.map((s) => updated.find((u) => u.candidate === s.candidate) ?? s) } : d,
+      );
+      setNotice(`${label}: done. Send a chat to see the router react.`);
+    } catch (e) {
+      setNotice(`${label} failed: ${(e as Error).message}`);
+    } finally {
+      setPending(null);
+    }
+  };
+
+  if (error && !demo) return <ErrorBox title="Could not load the demo fleet" message={error} onRetry={load} />;
+  if (!demo) return <Loading what="demo fleet" />;
+
+  const ps = presets(status, demo);
+  const sick = demo.servers.filter((s) => s.fault !== 'healthy');
+  const presetButtons = (
+    <div class="preset-row" role="group" aria-label="Fault presets">
+      {ps.map((p: Preset) => (
+        <button
+          type="button"
+          key={p.label}
+          class={`btn btn-small ${p.label === 'Heal all' ? 'btn-ghost' : ''}`}
+          disabled={pending !== null}
+          onClick={() => void apply(p.set, p.label)}
+          data-testid={`preset-${p.label.toLowerCase().replace(/[^a-z0-9]+/g, '-')}`}
+        >
+          {p.label}
+        </button>
+      ))}
+    </div>
+  );
+
+  if (compact) {
+    return (
+      <details class="fault-compact" data-testid="fault-compact" onToggle={(e) => (e.currentTarget as HTMLDetailsElement).open && load()}>
+        <summary>
+          Demo faults
+          {sick.length ? (
+            <span class="fault-active">
+              {sick.map((s) => (
+                <Badge key={s.candidate} tone="warn">
+                  {s.candidate}: {faultLabel(s.fault)}
+                </Badge>
+              ))}
+            </span>
+          ) : (
+            <span class="muted"> — all simulated servers healthy</span>
+          )}
+        </summary>
+        <div class="fault-pop">
+          <p class="muted small">One click breaks a simulated server; then send a message.</p>
+          {presetButtons}
+          {notice && (
+            <p class="small" role="status">
+              {notice}
+            </p>
+          )}
+          <a href="#/fleet" class="link small">
+            All servers and faults on Fleet
+          </a>
+        </div>
+      </details>
+    );
+  }
+
+  return (
+    <section class="card fault-panel" aria-labelledby="fault-title" data-testid="fault-panel">
+      <div class="card-head">
+        <h2 id="fault-title">Fault injection</h2>
+        <span class="muted small">Break a simulated server and watch the router route around it.</span>
+      </div>
+      {presetButtons}
+      <table class="table fault-table">
+        <thead>
+          <tr>
+            <th scope="col">Server</th>
+            <th scope="col">Now</th>
+            <th scope="col">Fault</th>
+            <th scope="col" class="sr-only">
+              Apply
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {demo.servers.map((s) => {
+            const selected = choice[s.candidate] ?? s.fault;
+            const selId = `fault-${s.candidate}`;
+            return (
+              <tr key={s.candidate}>
+                <td>
+                  <label for={selId} class="mono">
+                    {s.candidate}
+                  </label>
+                  <div class="muted small">{s.provider}</div>
+                </td>
+                <td>
+                  <Badge tone={s.fault === 'healthy' ? 'ok' : 'warn'}>{faultLabel(s.fault)}</Badge>
+                </td>
+                <td>
+                  <select
+                    id={selId}
+                    value={selected}
+                    data-testid={`fault-select-${s.candidate}`}
+                    onChange={(e) =>
+                      setChoice((c) => ({ ...c, [s.candidate]: (e.target as HTMLSelectElement).value }))
+                    }
+                  >
+                    {demo.faults.map((f) => (
+                      <option key={f} value={f}>
+                        {faultLabel(f)}
+                      </option>
+                    ))}
+                  </select>
+                </td>
+                <td>
+                  <button
+                    type="button"
+                    class="btn btn-small"
+                    disabled={pending !== null}
+                    data-testid={`fault-apply-${s.candidate}`}
+                    onClick={() => void apply([[s.candidate, selected]], `${s.candidate}: ${faultLabel(selected)}`)}
+                  >
+                    Apply
+                  </button>
+                </td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+      {notice && (
+        <p class="muted small" role="status">
+          {notice}
+        </p>
+      )}
+    </section>
+  );
+}

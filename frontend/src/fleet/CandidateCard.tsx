@@ -1,0 +1,120 @@
+import { formatCountdown, formatMs, remainingAt } from '../format';
+import { Badge } from '../ui/Badge';
+import type { CandidateStatus } from '../types';
+import { breakerState, breakerTone } from './breaker';
+
+interface Props {
+  c: CandidateStatus;
+  /** When the status holding c arrived, and the clock now: remaining times count down locally. */
+  receivedAt: number;
+  now: number;
+  isDefault: boolean;
+  isDeep: boolean;
+}
+
+/** Samples needed before a learned deadline replaces the ceiling (SPEC 3). */
+const LEARN_AFTER = 20;
+
+export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) {
+  const state = breakerState(c.breaker.state);
+  const cooldown = remainingAt(c.breaker.remaining_ms, receivedAt, now);
+  const busy = remainingAt(c.busy_ms, receivedAt, now);
+  const ttft = c.ttft;
+  return (
+    <article
+      class={`card candidate state-${state} ${c.enabled ? '' : 'disabled'}`}
+      data-testid={`candidate-${c.id}`}
+      aria-labelledby={`cand-${c.id}`}
+    >
+      <header class="candidate-head">
+        <h3 id={`cand-${c.id}`} class="mono">
+          {c.id}
+        </h3>
+        <Badge tone={breakerTone(state)} testid={`breaker-${c.id}`} title="Circuit breaker state">
+          {state}
+        </Badge>
+      </header>
+      <div class="candidate-sub muted small">
+        <span>{c.provider}</span> · <span class="mono">{c.model}</span>
+        <div class="mono truncate" title={c.url}>
+          {c.url}
+        </div>
+      </div>
+      <div class="badge-row">
+        {isDefault && <Badge tone="accent">default</Badge>}
+        {isDeep && <Badge tone="accent">deep thinking</Badge>}
+        {c.supports_thinking && <Badge tone="muted">thinking</Badge>}
+        {c.cold && (
+          <Badge tone="info" title="Model not resident: its deadline includes the expected load time">
+            cold
+          </Badge>
+        )}
+        {c.demoted && <Badge tone="warn">demoted</Badge>}
+        {!c.enabled && <Badge tone="muted">disabled</Badge>}
+      </div>
+
+      {state === 'open' &&
+        (cooldown > 0 ? (
+          <p class="cooldown">
+            Cooling down — next probe in{' '}
+            <strong class="mono" data-testid={`countdown-${c.id}`}>
+              {formatCountdown(cooldown)}
+            </strong>
+          </p>
+        ) : (
+          <p class="cooldown">
+            Cool-down over (
+            <strong class="mono" data-testid={`countdown-${c.id}`}>
+              {formatCountdown(0)}
+            </strong>
+            ): the next request is the probe.
+          </p>
+        ))}
+      {state === 'half_open' && (
+        <p class="cooldown">{c.breaker.probing ? 'Probe request in flight…' : 'Next request is the probe.'}</p>
+      )}
+
+      <dl class="stats">
+        <div>
+          <dt>Priority</dt>
+          <dd class="mono">{c.priority}</dd>
+        </div>
+        <div>
+          <dt>TTFT p50 / p95</dt>
+          <dd class="mono">
+            {ttft && ttft.n > 0 ? (
+              <>
+                {formatMs(ttft.p50_ms)} / {formatMs(ttft.p95_ms)}
+                <span class="muted small"> n={ttft.n}</span>
+              </>
+            ) : (
+              <span class="muted small">no samples yet</span>
+            )}
+          </dd>
+        </div>
+        <div>
+          <dt>First-token deadline</dt>
+          <dd class="mono">
+            {formatMs(c.deadline_ms)}
+            {(!ttft || ttft.n < LEARN_AFTER) && <span class="muted small"> ceiling</span>}
+          </dd>
+        </div>
+        <div>
+          <dt>Failures in a row</dt>
+          <dd class="mono">{c.breaker.failures}</dd>
+        </div>
+      </dl>
+
+      {busy > 0 && (
+        <p class="note note-warn small">
+          Busy — backed off for <span class="mono">{formatCountdown(busy)}</span>
+        </p>
+      )}
+      {c.demoted && (
+        <p class="note note-warn small" data-testid={`demoted-${c.id}`}>
+          Demoted to the end of the chain{c.pressure?.reason ? `: ${c.pressure.reason}` : ''}
+        </p>
+      )}
+    </article>
+  );
+}

@@ -1,0 +1,243 @@
+import { describe, expect, it } from 'vitest';
+import { describeEvent } from './activity';
+import { failoverSummary, ttftText } from './chat/failover';
+import { modelOptions } from './chat/models';
+import { faultLabel, presets } from './demo/faults';
+import { failoverColumns, ttftColumns } from './history/chartData';
+import { NO_FILTERS, matches, mergeNewest, toQuery } from './history/filters';
+import { parseRoute, routeHash } from './route';
+import type { Attempt, CandidateStatus, RequestRecord, Status } from './types';
+
+function att(p: Partial<Attempt>): Attempt {
+  return {
+    order: 0,
+    candidate: 'a',
+    outcome: 'success',
+    error: '',
+    http_status: 0,
+    started_at: '',
+    deadline_ms: 0,
+    ttft_ms: 0,
+    duration_ms: 0,
+    cold: false,
+    demoted: false,
+    reading: null,
+    ...p,
+  };
+}
+
+function req(p: Partial<RequestRecord>): RequestRecord {
+  return {
+    id: 'r1',
+    started_at: '2026-01-01T00:00:00Z',
+    protocol: 'ui',
+    stream: true,
+    thinking: false,
+    requested_model: 'auto',
+    served_candidate: 'llama3-vllm',
+    served_model: 'llama3',
+    is_fallback: false,
+    status: 'ok',
+    http_status: 200,
+    error: '',
+    ttft_ms: 0,
+    latency_ms: 0,
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    attempts: [],
+    ...p,
+  };
+}
+
+function cand(id: string, p: Partial<CandidateStatus> = {}): CandidateStatus {
+  return {
+    id,
+    provider: 'ollama',
+    url: '',
+    model: id,
+    priority: 1,
+    enabled: true,
+    supports_thinking: true,
+    breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '' },
+    busy_ms: 0,
+    deadline_ms: 60000,
+    cold: false,
+    ttft: null,
+    demoted: false,
+    pressure: null,
+    ...p,
+  };
+}
+
+describe('failoverSummary', () => {
+  it('reads like the spec example', () => {
+    const r = req({
+      is_fallback: true,
+      attempts: [
+        att({ order: 1, candidate: 'llama3-vllm', outcome: 'success' }),
+        att({ order: 0, candidate: 'qwen3-8b', outcome: 'timeout', error: 'no first token in 2.1s' }),
+      ],
+    });
+    expect(failoverSummary(r)).toBe('qwen3-8b: no first token in 2.1s → served by llama3-vllm');
+  });
+
+  it('falls back to the outcome when an attempt has no error text, and joins several', () => {
+    const r = req({
+      attempts: [
+        att({ order: 0, candidate: 'a', outcome: 'skipped_open' }),
+        att({ order: 1, candidate: 'b', outcome: 'error', error: 'connection refused' }),
+        att({ order: 2, candidate: 'c', outcome: 'success' }),
+      ],
+      served_candidate: 'c',
+    });
+    expect(failoverSummary(r)).toBe('a: skipped (breaker open); b: connection refused → served by c');
+  });
+
+  it('ttftText prefers the client measurement and adds the router one', () => {
+    expect(ttftText(null, null)).toBe('');
+    expect(ttftText(420, null)).toBe('TTFT 420 ms');
+    expect(ttftText(420, req({ ttft_ms: 398 }))).toBe('TTFT 420 ms (router 398 ms)');
+    expect(ttftText(null, req({ ttft_ms: 2100 }))).toBe('TTFT 2.1 s');
+  });
+});
+
+describe('chart columns', () => {
+  it('aligns TTFT points per candidate on a shared x axis', () => {
+    const c = ttftColumns([
+      { at: '2026-01-01T00:01:00Z', candidate: 'b', p50_ms: 300, p95_ms: 500, n: 2 },
+      { at: '2026-01-01T00:00:00Z', candidate: 'a', p50_ms: 100, p95_ms: 150, n: 4 },
+      { at: '2026-01-01T00:01:00Z', candidate: 'a', p50_ms: 110, p95_ms: 170, n: 1 },
+      { at: '2026-01-01T00:02:00Z', candidate: 'a', p50_ms: 0, p95_ms: 0, n: 0 },
+    ]);
+    const t0 = Date.parse('2026-01-01T00:00:00Z') / 1000;
+    expect(c.xs).toEqual([t0, t0 + 60, t0 + 120]);
+    expect(c.candidates).toEqual(['a', 'b']);
+    expect(c.p50).toEqual([
+      [100, 110, null],
+      [null, 300, null],
+    ]);
+    expect(c.p95[1]).toEqual([null, 500, null]);
+  });
+
+  it('turns failover counts into percentages, null in empty buckets', () => {
+    const f = failoverColumns([
+      { at: '2026-01-01T00:01:00Z', requests: 0, fallbacks: 0, errors: 0 },
+      { at: '2026-01-01T00:00:00Z', requests: 10, fallbacks: 2, errors: 1 },
+    ]);
+    expect(f.fallbackPct).toEqual([20, null]);
+    expect(f.errorPct).toEqual([10, null]);
+    expect(f.requests).toEqual([10, 0]);
+  });
+});
+
+describe('history filters', () => {
+  it('builds the query', () => {
+    const now = Date.parse('2026-01-01T01:00:00Z');
+    expect(toQuery(NO_FILTERS, now)).toEqual({ limit: 50 });
+    expect(toQuery({ served: 'a', fallback: 'no', status: 'error', range: '1h' }, now, 'r5')).toEqual({
+      limit: 50,
+      served: 'a',
+      fallback: false,
+      status: 'error',
+      since: '2026-01-01T00:00:00.000Z',
+      before: 'r5',
+    });
+  });
+
+  it('matches live requests against the filters and merges them on top', () => {
+    const r = req({ id: 'r2', is_fallback: true, served_candidate: 'b' });
+    expect(matches(r, NO_FILTERS)).toBe(true);
+    expect(matches(r, { ...NO_FILTERS, fallback: 'no' })).toBe(false);
+    expect(matches(r, { ...NO_FILTERS, served: 'a' })).toBe(false);
+    expect(matches(r, { ...NO_FILTERS, status: 'ok', fallback: 'yes', served: 'b' })).toBe(true);
+    const rows = mergeNewest([req({ id: 'r1' }), req({ id: 'r2', status: 'error' })], r);
+    expect(rows.map((x) => [x.id, x.status])).toEqual([
+      ['r2', 'ok'],
+      ['r1', 'ok'],
+    ]);
+  });
+});
+
+describe('activity feed', () => {
+  it('describes breaker changes, failures and finished requests; skips status', () => {
+    expect(describeEvent({ type: 'status', data: {} as Status }, 1, 0)).toBeNull();
+    expect(
+      describeEvent({ type: 'breaker', data: { breaker: { candidate: 'a', from: 'closed', to: 'open', at: '', cause: '2 failures' } } }, 1, 0),
+    ).toMatchObject({ tone: 'bad', text: 'a breaker closed → open (2 failures)' });
+    expect(
+      describeEvent({ type: 'attempt', data: { request_id: 'r', attempt: att({ candidate: 'a', outcome: 'timeout', error: 'no first token in 2s' }) } }, 2, 0),
+    ).toMatchObject({ tone: 'bad', text: 'a timeout: no first token in 2s', requestId: 'r' });
+    expect(describeEvent({ type: 'attempt', data: { request_id: 'r', attempt: att({}) } }, 3, 0)).toBeNull();
+    expect(
+      describeEvent({ type: 'request_done', data: { request_id: 'abcdefghij', request: req({ id: 'abcdefghij', is_fallback: true, latency_ms: 2100 }) } }, 4, 0),
+    ).toMatchObject({ tone: 'warn', text: 'request …efghij ok by llama3-vllm after failover in 2.1 s' });
+  });
+});
+
+describe('demo faults', () => {
+  const demo = {
+    servers: [
+      { candidate: 'qwen3-8b', provider: 'ollama', url: '', fault: 'healthy' },
+      { candidate: 'llama3-vllm', provider: 'openai', url: '', fault: 'slow' },
+    ],
+    faults: ['healthy', 'close_before_first', 'hang_first_token', 'status:503', 'die_after:3', 'vram_pressure', 'slow'],
+  };
+
+  it('offers presets for the primary candidate and a heal-all', () => {
+    const ps = presets({ default_model: 'qwen3-8b', candidates: [] } as unknown as Status, demo);
+    expect(ps.map((p) => p.label)).toEqual([
+      'Crash qwen3-8b before first token',
+      'Stall qwen3-8b before first token',
+      'qwen3-8b answers 503',
+      'qwen3-8b dies mid-stream',
+      'GPU memory pressure on qwen3-8b',
+      'Heal all',
+    ]);
+    expect(ps[0]!.set).toEqual([['qwen3-8b', 'close_before_first']]);
+    expect(ps[5]!.set).toEqual([['llama3-vllm', 'healthy']]);
+  });
+
+  it('labels faults, with arguments', () => {
+    expect(faultLabel('close_before_first')).toBe('Crash before first token');
+    expect(faultLabel('die_after:7')).toBe('Die after 7 tokens');
+    expect(faultLabel('status:429')).toBe('Answer HTTP 429');
+    expect(faultLabel('new_thing')).toBe('new thing');
+  });
+});
+
+describe('modelOptions', () => {
+  it('lists auto, enabled candidates with their state, then extra served ids', () => {
+    const status = {
+      default_model: 'a',
+      deep_thinking_model: 'b',
+      candidates: [
+        cand('a'),
+        cand('b', { breaker: { state: 'open', failures: 2, remaining_ms: 1, probing: false, since: '' } }),
+        cand('c', { enabled: false }),
+        cand('d', { supports_thinking: false }),
+      ],
+    } as unknown as Status;
+    expect(modelOptions(status, ['auto', 'a', 'alias'], false).map((o) => o.label)).toEqual([
+      'auto — a first, then fallbacks',
+      'a',
+      'b (breaker open)',
+      'd',
+      'alias',
+    ]);
+    expect(modelOptions(status, [], true).map((o) => o.label)).toEqual([
+      'auto — b first, then fallbacks',
+      'a',
+      'b (breaker open)',
+      'd (no thinking)',
+    ]);
+  });
+});
+
+describe('routes', () => {
+  it('round-trips', () => {
+    expect(parseRoute('')).toEqual({ screen: 'chat', arg: null });
+    expect(parseRoute('#/history/01jd%2Fx')).toEqual({ screen: 'history', arg: '01jd/x' });
+    expect(parseRoute('#/nope')).toEqual({ screen: 'chat', arg: null });
+    expect(routeHash({ screen: 'history', arg: 'a b' })).toBe('#/history/a%20b');
+  });
+});

@@ -1,0 +1,25 @@
+import { defineConfig } from 'vitest/config';
+
+// base './' keeps every asset path relative, so the same dist works from
+// wails://wails/ (the desktop webview) and from http://127.0.0.1:8484/ (serve).
+export default defineConfig({
+  base: './',
+  esbuild: { jsx: 'automatic', jsxImportSource: 'preact' },
+  build: {
+    outDir: 'dist',
+    emptyOutDir: true,
+    target: 'es2022',
+    chunkSizeWarningLimit: 400,
+  },
+  server: {
+    // `npm run dev` proxies the API to a running `switchyard serve`.
+    proxy: {
+      '/v1': 'http://127.0.0.1:8484',
+      '/switchyard': 'http://127.0.0.1:8484',
+    },
+  },
+  test: {
+    include: ['src/**/*.test.ts'],
+    environment: 'node',
+  },
+});
