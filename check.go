@@ -34,6 +34,13 @@ func check(args []string, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "config %s is valid: %d candidates\n", rep.Path, len(rep.Results))
 	}
+	if !rep.GPU.Available {
+		fmt.Fprintf(stdout, "GPU: %s\n", rep.GPU.Message)
+	}
+	for _, d := range rep.GPU.Devices {
+		fmt.Fprintf(stdout, "GPU %d: %s, %.1f GiB used of %.1f GiB (%.1f GiB free), %.0f%% busy, %d processes\n",
+			d.Index, d.Name, gib(d.Used), gib(d.Total), gib(d.Free), d.UtilizationPct, len(d.Processes))
+	}
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
 	unhealthy := 0
 	for _, r := range rep.Results {
@@ -51,3 +58,5 @@ func check(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitOK
 }
+
+func gib(b uint64) float64 { return float64(b) / (1 << 30) }

@@ -16,6 +16,11 @@ const (
 	OutcomeNotRetryable      Outcome = "not_retryable"
 	OutcomeFailedAfterCommit Outcome = "failed_after_commit"
 	OutcomeHedgeLost         Outcome = "hedge_lost"
+	// OutcomeDemoted: the candidate was moved to the end of the order for
+	// GPU memory pressure and another served before its turn came. Its
+	// attempt row carries the reading (SPEC 2.1: every demotion is
+	// recorded with its reason).
+	OutcomeDemoted Outcome = "demoted"
 )
 
 // Status is how a whole request ended (SPEC 5, requests.status).

@@ -140,3 +140,37 @@ func TestUpdateKeepsBreakersOfUnchangedCandidates(t *testing.T) {
 		t.Error("new candidate d has no breaker")
 	}
 }
+
+func TestDemotionRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": answer("A"), "b": answer("B"), "c": answer("C")})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec, Pressure: pressureOn{"a": true}})
+		s, err := r.Stream(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := drain(s); got != "B" {
+			t.Errorf("content = %q; want B (a is demoted behind b and c)", got)
+		}
+		got := rec.last()
+		if !got.IsFallback || got.ServedCandidate != "b" {
+			t.Errorf("served %s fallback %v; want b, true", got.ServedCandidate, got.IsFallback)
+		}
+		d := got.Attempts[0]
+		if d.Candidate != "a" || d.Outcome != fleet.OutcomeDemoted || !d.Demoted || d.Reading == nil || d.Error != "free 1 MiB < 1 GiB" {
+			t.Errorf("demotion record = %+v; want a demoted with its reading", d)
+		}
+
+		// When every candidate is demoted they are still tried, in order,
+		// and the attempt that served carries its reading.
+		r2 := New(testFleet(f, Settings{}), Deps{Recorder: rec, Pressure: pressureOn{"a": true, "b": true, "c": true}})
+		s, _ = r2.Stream(t.Context(), &fleet.Request{})
+		if got, _ := drain(s); got != "A" {
+			t.Errorf("all demoted: content = %q; want A", got)
+		}
+		if a := rec.last().Attempts; len(a) != 3 || a[2].Outcome != fleet.OutcomeSuccess || !a[2].Demoted || a[2].Reading == nil {
+			t.Errorf("all demoted: attempts = %+v", a)
+		}
+	})
+}

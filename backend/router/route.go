@@ -316,6 +316,19 @@ func (ru *run) failAttempt(a *attempt, err error) *halt {
 	return nil
 }
 
+// recordDemoted records the demoted candidates whose turn never came
+// because another served first (SPEC 2.1: every demotion is recorded).
+func (ru *run) recordDemoted() {
+	for _, e := range ru.plan.entries[ru.next:] {
+		if e.demoted {
+			ru.addAttempt(fleet.Attempt{
+				Candidate: e.target.Candidate.ID, Outcome: fleet.OutcomeDemoted, StartedAt: ru.start,
+				Error: e.reading.Reason, Demoted: true, Reading: e.reading,
+			})
+		}
+	}
+}
+
 // shortCause is a breaker transition's cause: the error without the
 // upstream's possibly long message.
 func shortCause(err error) string {
@@ -476,6 +489,7 @@ func (ru *run) finish(s *Stream, err error) error {
 		a.rec.Outcome = fleet.OutcomeSuccess
 		a.e.br.Succeed()
 		ru.r.deps.Deadlines.Observe(c, a.rec.TTFT, a.rec.Cold, usage)
+		ru.recordDemoted()
 		ru.addAttempt(a.rec)
 		ru.rec.Status = fleet.StatusOK
 		ru.rec.HTTPStatus = 200

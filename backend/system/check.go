@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard/switchyard/backend/config"
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/gpu"
 	"github.com/switchyard/switchyard/backend/upstream"
 	"github.com/switchyard/switchyard/backend/upstream/ollama"
 	"github.com/switchyard/switchyard/backend/upstream/openai"
@@ -29,6 +30,7 @@ type CheckReport struct {
 	Path    string
 	Missing bool // no config file: the embedded default applies
 	Results []CheckResult
+	GPU     gpu.Snapshot // this machine's GPUs, or why there are none
 }
 
 // Check validates the config file and asks each candidate's server whether
@@ -40,6 +42,9 @@ func Check(ctx context.Context, o Options) (CheckReport, error) {
 		path = config.DefaultPath(o.ConfigHome)
 	}
 	rep := CheckReport{Path: path}
+	nv := gpu.OpenNVML()
+	rep.GPU, _ = nv.Read(ctx)
+	nv.Close()
 	cfg, err := config.Load(path)
 	if errors.Is(err, fs.ErrNotExist) && o.ConfigPath == "" {
 		rep.Missing = true

@@ -2,12 +2,14 @@ package system
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/switchyard/switchyard/backend/config"
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/gpu"
 	"github.com/switchyard/switchyard/backend/httpapi"
 	"github.com/switchyard/switchyard/backend/simfleet"
 )
@@ -116,6 +118,23 @@ func (s *System) Status() any {
 		GPU:        GPUDoc{Message: "no NVIDIA GPU found", Devices: []DeviceDoc{}},
 		Config:     cs,
 	}
+	if smp, ok := s.Sampler.Latest(); ok {
+		doc.GPU = GPUDoc{Available: smp.GPU.Available, Message: smp.GPU.Message, Devices: []DeviceDoc{}}
+		if !smp.GPU.At.IsZero() {
+			at := smp.GPU.At
+			doc.GPU.SampledAt = &at
+		}
+		for _, d := range smp.GPU.Devices {
+			dd := DeviceDoc{Index: d.Index, Name: d.Name, UUID: d.UUID, MemoryTotal: d.Total, MemoryUsed: d.Used,
+				MemoryFree: d.Free, UtilizationPct: d.UtilizationPct, Processes: []ProcessDoc{}}
+			for _, p := range d.Processes {
+				dd.Processes = append(dd.Processes, ProcessDoc{PID: p.PID, Name: p.Name, UsedBytes: p.UsedBytes})
+			}
+			doc.GPU.Devices = append(doc.GPU.Devices, dd)
+		}
+		h := smp.Host
+		doc.Host = HostDoc{CPUPct: h.CPUPct, MemoryTotal: h.MemTotal, MemoryUsed: h.MemUsed, MemoryUsedPct: h.MemUsedPct}
+	}
 	for _, st := range s.Router.States() {
 		c := st.Candidate
 		t := s.Learner.Stats(c.ID)
@@ -188,28 +207,52 @@ func (s *System) demoControl() httpapi.Demo {
 	if s.demo == nil {
 		return nil
 	}
-	return demoControl{s.demo}
+	return &demoControl{f: s.demo, monitor: s.Monitor, pressured: map[string]bool{}}
 }
 
-type demoControl struct{ f *simfleet.Fleet }
+// FaultVRAMPressure is the demo fault that simulates a GPU near
+// out-of-memory under a candidate: it is demoted, not broken.
+const FaultVRAMPressure = "vram_pressure"
 
-func (d demoControl) Servers() []httpapi.DemoServer {
+type demoControl struct {
+	f         *simfleet.Fleet
+	monitor   *gpu.Monitor
+	mu        sync.Mutex
+	pressured map[string]bool
+}
+
+func (d *demoControl) Servers() []httpapi.DemoServer {
 	var out []httpapi.DemoServer
 	for _, c := range d.f.Candidates() {
-		out = append(out, httpapi.DemoServer{Candidate: c.ID, Provider: string(c.Provider), URL: c.URL, Fault: d.f.Server(c.ID).Fault().String()})
+		out = append(out, d.server(c.ID))
 	}
 	return out
 }
 
-func (d demoControl) Faults() []string {
-	return []string{"healthy", "refuse", "status:503", "busy", "hang_headers", "hang_first_token", "role_then_stall",
-		"close_before_first", "empty", "error_event", "die_after:3", "truncated", "malformed", "slow"}
+func (d *demoControl) server(id string) httpapi.DemoServer {
+	srv := d.f.Server(id)
+	c := srv.Candidate(id, 0)
+	fault := srv.Fault().String()
+	d.mu.Lock()
+	if d.pressured[id] {
+		fault = FaultVRAMPressure
+	}
+	d.mu.Unlock()
+	return httpapi.DemoServer{Candidate: id, Provider: string(c.Provider), URL: c.URL, Fault: fault}
 }
 
-func (d demoControl) SetFault(candidate, fault string) (httpapi.DemoServer, error) {
-	srv := d.f.Server(candidate)
-	if srv == nil {
+func (d *demoControl) Faults() []string {
+	return []string{"healthy", "refuse", "status:503", "busy", "hang_headers", "hang_first_token", "role_then_stall",
+		"close_before_first", "empty", "error_event", "die_after:3", "truncated", "malformed", "slow", FaultVRAMPressure}
+}
+
+func (d *demoControl) SetFault(candidate, fault string) (httpapi.DemoServer, error) {
+	if d.f.Server(candidate) == nil {
 		return httpapi.DemoServer{}, fmt.Errorf("no demo server %q", candidate)
+	}
+	pressure := fault == FaultVRAMPressure
+	if pressure {
+		fault = "healthy"
 	}
 	f, err := simfleet.ParseFault(fault)
 	if err != nil {
@@ -218,6 +261,13 @@ func (d demoControl) SetFault(candidate, fault string) (httpapi.DemoServer, erro
 	if err := d.f.SetFault(candidate, f); err != nil {
 		return httpapi.DemoServer{}, err
 	}
-	c := srv.Candidate(candidate, 0)
-	return httpapi.DemoServer{Candidate: candidate, Provider: string(c.Provider), URL: c.URL, Fault: srv.Fault().String()}, nil
+	var reading *fleet.GPUReading
+	if pressure {
+		reading = gpu.SimulatedReading(0)
+	}
+	d.monitor.SetSimulated(candidate, reading)
+	d.mu.Lock()
+	d.pressured[candidate] = pressure
+	d.mu.Unlock()
+	return d.server(candidate), nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/backend/config"
 	"github.com/switchyard/switchyard/backend/deadline"
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/gpu"
 	"github.com/switchyard/switchyard/backend/history"
 	"github.com/switchyard/switchyard/backend/httpapi"
 	"github.com/switchyard/switchyard/backend/metrics"
@@ -84,6 +85,10 @@ type System struct {
 	Hub      *httpapi.Hub
 	Metrics  *metrics.Metrics
 	Learner  *deadline.Learner
+	Sampler  *gpu.Sampler
+	Poller   *gpu.Poller
+	Monitor  *gpu.Monitor
+	nvml     *gpu.NVML
 	API      *httpapi.Server
 	demo     *simfleet.Fleet
 	ln       net.Listener
@@ -151,14 +156,22 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		return nil, err
 	}
 
+	// GPU and host readings, and the endpoints' own pressure reports, are
+	// sampled off the request path; the router only reads the cache.
+	s.nvml = gpu.OpenNVML()
+	s.Sampler = &gpu.Sampler{GPU: s.nvml, Logf: o.Logf, OnSample: s.published}
+	s.Poller = gpu.NewPoller(s.pool, gpu.PollerSettings{})
+	s.Poller.Update(cfg.Candidates(o.Getenv))
+	s.Monitor = gpu.NewMonitor(policy(cfg), gpu.Sources{Sampler: s.Sampler, Poller: s.Poller, Size: s.modelSize})
 	s.Learner = deadline.New(deadline.Settings{
 		Multiplier: cfg.Selection.TTFTMultiplier, Floor: cfg.Selection.DeadlineFloor, MinSamples: cfg.Selection.MinSamples,
-		LoadTime: s.loadTime,
+		LoadTime: s.loadTime, Resident: s.Poller.Residency,
 	})
 	s.Router = router.New(s.routerFleet(cfg), router.Deps{
 		Recorder:  s.Store,
 		Observer:  observers{s.Hub, s.Metrics, breakerRecorder{s.Store}},
 		Deadlines: s.Learner,
+		Pressure:  s.Monitor,
 	})
 	s.restore(ctx)
 	s.publishCandidates()
@@ -237,13 +250,15 @@ func (s *System) startDemo() error {
 	return nil
 }
 
-// demoChat makes the demo fleet's servers the candidates.
+// demoChat makes the demo fleet's servers the candidates. They use no
+// real GPU (gpus: []), so a real GPU's readings never demote them; the
+// demo's "vram_pressure" fault simulates one.
 func demoChat(f *simfleet.Fleet) config.Chat {
 	var chat config.Chat
 	for _, c := range f.Candidates() {
 		chat.Candidates = append(chat.Candidates, config.Candidate{
 			ID: c.ID, Provider: c.Provider, URL: c.URL, Model: c.Model, Priority: c.Priority,
-			Enabled: true, SupportsThinking: c.SupportsThinking,
+			Enabled: true, SupportsThinking: c.SupportsThinking, GPUs: []int{},
 		})
 		if chat.DefaultModel == "" {
 			chat.DefaultModel = c.ID
@@ -279,6 +294,30 @@ func (s *System) backend(p fleet.Provider) fleet.Backend {
 		return s.ollama
 	}
 	return s.openai
+}
+
+func policy(cfg config.Config) gpu.Policy {
+	return gpu.Policy{FreeBelow: cfg.GPU.DemoteFreeBelow, UsedRatio: cfg.GPU.DemoteUsedRatio}
+}
+
+// published spreads a GPU and host sample: metrics and the events stream.
+func (s *System) published(smp gpu.Sample) {
+	for _, d := range smp.GPU.Devices {
+		s.Metrics.SetGPU(d.Index, d.Used, d.Total)
+	}
+	s.Hub.Observe(fleet.Event{Type: fleet.EventGPUSample, At: smp.At, Data: smp})
+}
+
+// modelSize is a candidate's configured model size, zero when unknown.
+func (s *System) modelSize(c fleet.Candidate) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cc := range s.cfg.Chat.Candidates {
+		if cc.ID == c.ID {
+			return cc.Size
+		}
+	}
+	return 0
 }
 
 // loadTime is a candidate's configured load time.
@@ -365,6 +404,9 @@ func (s *System) Run(ctx context.Context) error {
 			s.o.Logf("config watch stopped: %v", err)
 		}
 	}()
+	var samplers sync.WaitGroup
+	samplers.Go(func() { s.Sampler.Run(watchCtx) })
+	samplers.Go(func() { s.Poller.Run(watchCtx) })
 	served := make(chan error, 1)
 	go func() { served <- s.httpSrv.Serve(s.ln) }()
 	var err error
@@ -376,6 +418,7 @@ func (s *System) Run(ctx context.Context) error {
 	}
 	stopWatch()
 	<-watchDone
+	samplers.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -417,6 +460,9 @@ func (s *System) Close() error {
 	if s.demo != nil {
 		s.demo.Close()
 	}
+	if s.nvml != nil {
+		s.nvml.Close()
+	}
 	s.pool.CloseIdle()
 	return err
 }
@@ -455,6 +501,8 @@ func (s *System) apply(cfg config.Config) error {
 	}
 	s.mu.Unlock()
 	s.Router.Update(s.routerFleet(cfg))
+	s.Poller.Update(cfg.Candidates(s.o.Getenv))
+	s.Monitor.SetPolicy(policy(cfg))
 	s.publishCandidates()
 	s.o.Logf("config %s applied", s.cfgPath)
 	s.Hub.Observe(fleet.Event{Type: fleet.EventConfig, At: time.Now(), Data: map[string]any{"ok": true}})

@@ -290,3 +290,82 @@ func streamOnce(ctx context.Context, url string) (string, bool) {
 	}
 	return resp.Header.Get("X-Switchyard-Request-Id"), true
 }
+
+// TestVRAMPressureDemo checks GPU pressure end to end in demo mode: the
+// demo's simulated reading demotes its candidate in the next ordering, the
+// reading shows in status, in history and in the events stream (GPU
+// samples), and clearing it restores the order.
+func TestVRAMPressureDemo(t *testing.T) {
+	dir := t.TempDir()
+	sys, err := New(t.Context(), Options{Demo: true, Addr: "127.0.0.1:0", ConfigHome: dir, DataHome: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, unsubscribe := sys.Hub.Subscribe()
+	defer unsubscribe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sys.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	post := func(fault string) {
+		resp, err := http.Post(sys.URL()+"/switchyard/v1/demo/fault", "application/json",
+			strings.NewReader(`{"candidate":"qwen3-8b","fault":"`+fault+`"}`))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("set %s: %v %v", fault, err, resp)
+		}
+		resp.Body.Close()
+	}
+	ask := func() (served, id string) {
+		resp, err := http.Post(sys.URL()+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"auto","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Header.Get("X-Switchyard-Served-Model"), resp.Header.Get("X-Switchyard-Request-Id")
+	}
+
+	post(FaultVRAMPressure)
+	var st StatusDoc
+	getJSON(t, sys.URL()+"/switchyard/v1/status", &st)
+	if c := st.Candidates[0]; c.ID != "qwen3-8b" || !c.Demoted || c.Pressure == nil || !strings.Contains(c.Pressure.Reason, "free") {
+		t.Fatalf("status of qwen3-8b under pressure = %+v", c)
+	}
+	served, id := ask()
+	if served != "llama3.2-3b" {
+		t.Errorf("under pressure served by %s; want llama3.2-3b (qwen3-8b demoted)", served)
+	}
+	rec, err := sys.Store.Request(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var demoted *fleet.Attempt
+	for i, a := range rec.Attempts {
+		if a.Candidate == "qwen3-8b" {
+			demoted = &rec.Attempts[i]
+		}
+	}
+	if demoted == nil || demoted.Outcome != fleet.OutcomeDemoted || demoted.Reading == nil || demoted.Reading.Source != "simulated" {
+		t.Errorf("history lacks the demotion with its reading: %+v", rec.Attempts)
+	}
+
+	post("healthy")
+	if served, _ := ask(); served != "qwen3-8b" {
+		t.Errorf("after recovery served by %s; want qwen3-8b again", served)
+	}
+
+	// The sampler publishes GPU and host samples on the events stream.
+	guard := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-events:
+			if e.Type == fleet.EventGPUSample {
+				return
+			}
+		case <-guard:
+			t.Fatal("no GPU sample event within 10s")
+		}
+	}
+}

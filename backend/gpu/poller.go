@@ -1,0 +1,534 @@
+package gpu
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/upstream"
+	"github.com/switchyard/switchyard/backend/upstream/ollama"
+)
+
+// PollerSettings tune a Poller. The zero value of each field means its
+// default.
+type PollerSettings struct {
+	// Interval is the time between two polls of a healthy endpoint.
+	// Default 5s.
+	Interval time.Duration
+	// MaxInterval caps the back-off: after a failed poll the interval
+	// doubles up to it, and the next success resets it. Default 60s.
+	MaxInterval time.Duration
+	// Timeout bounds one poll of one endpoint. Default 3s.
+	Timeout time.Duration
+	// Now is the clock that schedules polls. Default time.Now.
+	Now func() time.Time
+}
+
+func (s PollerSettings) withDefaults() PollerSettings {
+	if s.Interval <= 0 {
+		s.Interval = 5 * time.Second
+	}
+	if s.MaxInterval < s.Interval {
+		s.MaxInterval = max(60*time.Second, s.Interval)
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = 3 * time.Second
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	return s
+}
+
+// Poller polls the server behind each candidate for what it reports about
+// itself, never on the request path: Ollama's resident models (/api/ps),
+// vLLM's KV-cache use and queue (/metrics), llama.cpp's queue (/metrics,
+// when the server runs with --metrics) or its slots (/slots). Candidates on
+// one server share its polls.
+//
+// Create it with NewPoller, tell it the candidates with Update (again after
+// each config reload), and call Run once on a goroutine of its own.
+// Residency and the pressure readings are safe to call from any goroutine
+// at any time; they do no I/O.
+type Poller struct {
+	s       PollerSettings
+	ps      func(ctx context.Context, baseURL string) ([]ollama.Running, error)
+	client  func(baseURL string) *http.Client
+	ownPool *upstream.Pool // nil when the caller's pool is used
+	wake    chan struct{}  // Update asks Run to poll new endpoints now
+
+	pollMu sync.Mutex // serialises Poll; guards endpoint.next and .interval
+
+	mu      sync.RWMutex
+	targets map[endpointKey]*endpoint
+}
+
+// NewPoller returns a Poller with no endpoints that reaches servers through
+// pool (Ollama's /api/ps through upstream/ollama). A nil pool means one of
+// its own, whose idle connections Run closes when it returns; a given pool
+// stays its owner's to close.
+func NewPoller(pool *upstream.Pool, s PollerSettings) *Poller {
+	p := &Poller{s: s.withDefaults(), wake: make(chan struct{}, 1), targets: make(map[endpointKey]*endpoint)}
+	if pool == nil {
+		pool = upstream.NewPool(upstream.Settings{})
+		p.ownPool = pool
+	}
+	p.ps = ollama.New(pool).Running
+	p.client = pool.Client
+	return p
+}
+
+// endpointKey names one server: candidates with the same provider and base
+// URL share it.
+type endpointKey struct {
+	provider fleet.Provider
+	url      string
+}
+
+func keyOf(c fleet.Candidate) endpointKey {
+	return endpointKey{c.Provider, strings.TrimRight(c.URL, "/")}
+}
+
+// endpoint is one polled server.
+type endpoint struct {
+	key    endpointKey
+	apiKey string // the candidate's key, sent with /metrics and /slots (llama.cpp wants it when set)
+
+	next     time.Time     // when to poll next; zero: at once
+	interval time.Duration // the current interval, grown by failures
+
+	report atomic.Pointer[report]            // latest poll; nil before the first
+	sizes  atomic.Pointer[map[string]uint64] // model sizes ever seen in /api/ps
+}
+
+// report is what one poll of an endpoint found. It is never modified once
+// stored.
+type report struct {
+	at  time.Time
+	err error // the poll failed: nothing below is known
+
+	ollama  bool // /api/ps answered: running lists every resident model
+	running []ollama.Running
+
+	vllm map[string]vllmGauges // by model_name; nil when no vLLM metrics
+
+	llama *llamaReport // nil when no llama.cpp metrics or slots
+}
+
+type vllmGauges struct {
+	kv, kvOld         float64 // KV-cache use, 1 = full; kvOld from the deprecated name
+	kvKnown, oldKnown bool
+	waiting, running  float64
+}
+
+type llamaReport struct {
+	deferred    float64 // llamacpp:requests_deferred; 0 when unknown
+	slots, busy int     // from /slots; slots 0 when unknown
+}
+
+// Update sets the candidates whose servers are polled: the enabled ones.
+// A server already polled keeps its readings and schedule; a new one is
+// polled at once by Run.
+func (p *Poller) Update(cands []fleet.Candidate) {
+	p.mu.Lock()
+	next := make(map[endpointKey]*endpoint, len(cands))
+	for _, c := range cands {
+		if !c.Enabled || (c.Provider != fleet.ProviderOllama && c.Provider != fleet.ProviderOpenAI) {
+			continue
+		}
+		k := keyOf(c)
+		if _, ok := next[k]; ok {
+			continue
+		}
+		if ep, ok := p.targets[k]; ok && ep.apiKey == c.APIKey {
+			next[k] = ep
+			continue
+		}
+		next[k] = &endpoint{key: k, apiKey: c.APIKey}
+	}
+	p.targets = next
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run polls every endpoint when it is due until ctx is done, then returns
+// nil. Each round's polls run in parallel, each bounded by Timeout; Run
+// returns once they have all ended.
+func (p *Poller) Run(ctx context.Context) error {
+	if p.ownPool != nil {
+		defer p.ownPool.CloseIdle()
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-p.wake:
+		}
+		p.Poll(ctx)
+		timer.Reset(p.untilNext())
+	}
+}
+
+// Poll polls, in parallel, every endpoint that is due now, and returns when
+// all are done. Run calls it; tests drive it directly with a fake Now.
+func (p *Poller) Poll(ctx context.Context) {
+	p.pollMu.Lock()
+	defer p.pollMu.Unlock()
+	now := p.s.Now()
+	p.mu.RLock()
+	var due []*endpoint
+	for _, ep := range p.targets {
+		if !ep.next.After(now) {
+			due = append(due, ep)
+		}
+	}
+	p.mu.RUnlock()
+	var wg sync.WaitGroup
+	for _, ep := range due {
+		wg.Go(func() { p.pollOne(ctx, ep) })
+	}
+	wg.Wait()
+}
+
+// untilNext is the wait until the next endpoint is due.
+func (p *Poller) untilNext() time.Duration {
+	p.pollMu.Lock()
+	defer p.pollMu.Unlock()
+	now := p.s.Now()
+	wait := p.s.MaxInterval
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, ep := range p.targets {
+		wait = min(wait, ep.next.Sub(now))
+	}
+	return max(wait, 0)
+}
+
+// pollOne polls ep and schedules its next poll; called with p.pollMu held
+// (by Poll, which waits for it).
+func (p *Poller) pollOne(ctx context.Context, ep *endpoint) {
+	pctx, cancel := context.WithTimeout(ctx, p.s.Timeout)
+	defer cancel()
+	rep := p.fetch(pctx, ep)
+	if ctx.Err() != nil {
+		return // shutting down: this is no verdict on the server
+	}
+	rep.at = p.s.Now()
+	ep.report.Store(rep)
+	if rep.err != nil {
+		ep.interval = min(max(ep.interval, p.s.Interval)*2, p.s.MaxInterval)
+	} else {
+		ep.interval = p.s.Interval
+	}
+	ep.next = rep.at.Add(ep.interval)
+}
+
+// fetch polls ep once.
+func (p *Poller) fetch(ctx context.Context, ep *endpoint) *report {
+	if ep.key.provider == fleet.ProviderOllama {
+		running, err := p.ps(ctx, ep.key.url)
+		if err != nil {
+			return &report{err: err}
+		}
+		ep.rememberSizes(running)
+		return &report{ollama: true, running: running}
+	}
+	rep := &report{}
+	root, err := serverRoot(ep.key.url)
+	if err != nil {
+		return &report{err: err}
+	}
+	found, err := p.get(ctx, ep, root+"/metrics", func(body io.Reader) error {
+		return scrapeProm(body, wantMetric, rep.add)
+	})
+	if err != nil {
+		return &report{err: err}
+	}
+	if found && (rep.vllm != nil || rep.llama != nil) {
+		return rep
+	}
+	// No /metrics, or none we know: llama.cpp serves /slots by default.
+	_, err = p.get(ctx, ep, root+"/slots", func(body io.Reader) error {
+		var slots []struct {
+			IsProcessing *bool `json:"is_processing"`
+			State        *int  `json:"state"` // before is_processing: 0 idle
+		}
+		if json.NewDecoder(body).Decode(&slots) != nil || len(slots) == 0 {
+			return nil // not llama.cpp's answer: nothing known
+		}
+		llama := &llamaReport{slots: len(slots)}
+		for _, s := range slots {
+			if s.IsProcessing != nil && *s.IsProcessing || s.State != nil && *s.State != 0 {
+				llama.busy++
+			}
+		}
+		rep.llama = llama
+		return nil
+	})
+	if err != nil {
+		return &report{err: err}
+	}
+	return rep
+}
+
+// wantMetric accepts the series the poller reads.
+func wantMetric(name string) bool {
+	switch name {
+	case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+		"vllm:num_requests_waiting", "vllm:num_requests_running",
+		"llamacpp:requests_deferred":
+		return true
+	}
+	return false
+}
+
+// add folds one sample into rep: vLLM series per model_name (with
+// data-parallel engines: the fullest KV cache, the queues summed),
+// llama.cpp's deferred requests.
+func (rep *report) add(s promSample) {
+	if s.name == "llamacpp:requests_deferred" {
+		if rep.llama == nil {
+			rep.llama = &llamaReport{}
+		}
+		rep.llama.deferred += s.value
+		return
+	}
+	if rep.vllm == nil {
+		rep.vllm = make(map[string]vllmGauges)
+	}
+	model := s.label("model_name")
+	g := rep.vllm[model]
+	switch s.name {
+	case "vllm:kv_cache_usage_perc":
+		g.kv, g.kvKnown = max(g.kv, s.value), true
+	case "vllm:gpu_cache_usage_perc": // deprecated since vLLM 0.9: used only without the new name
+		g.kvOld, g.oldKnown = max(g.kvOld, s.value), true
+	case "vllm:num_requests_waiting":
+		g.waiting += s.value
+	case "vllm:num_requests_running":
+		g.running += s.value
+	}
+	rep.vllm[model] = g
+}
+
+// gauges returns the vLLM gauges for model: its own series, else every
+// series folded together (a server whose model_name differs from the name
+// clients send). ok is false without vLLM metrics.
+func (rep *report) gauges(model string) (vllmGauges, bool) {
+	if rep.vllm == nil {
+		return vllmGauges{}, false
+	}
+	if g, ok := rep.vllm[model]; ok {
+		return g.resolved(), true
+	}
+	var all vllmGauges
+	for _, g := range rep.vllm {
+		g = g.resolved()
+		if g.kvKnown {
+			all.kv, all.kvKnown = max(all.kv, g.kv), true
+		}
+		all.waiting += g.waiting
+		all.running += g.running
+	}
+	return all, true
+}
+
+// resolved takes the KV-cache use from the deprecated name when the
+// current one is absent.
+func (g vllmGauges) resolved() vllmGauges {
+	if !g.kvKnown && g.oldKnown {
+		g.kv, g.kvKnown = g.kvOld, true
+	}
+	return g
+}
+
+// get GETs u and hands a 2xx body to read. A 404 (and 405, 501: llama.cpp
+// answers 501 to /slots under --no-slots) means the endpoint is off:
+// found=false and no error. Any other status is an error.
+func (p *Poller) get(ctx context.Context, ep *endpoint, u string, read func(io.Reader) error) (found bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false, fmt.Errorf("poll %s: %w", u, err)
+	}
+	if ep.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+ep.apiKey)
+	}
+	resp, err := p.client(ep.key.url).Do(req)
+	if err != nil {
+		return false, fmt.Errorf("poll %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusMethodNotAllowed,
+		resp.StatusCode == http.StatusNotImplemented:
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection reusable
+		return false, nil
+	case resp.StatusCode >= 300:
+		return false, fmt.Errorf("poll %s: %w", u, upstream.StatusError(resp, nil))
+	}
+	if err := read(io.LimitReader(resp.Body, maxPollBody)); err != nil {
+		return true, fmt.Errorf("poll %s: %w", u, err)
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return true, nil
+}
+
+// maxPollBody bounds what one poll reads: vLLM's /metrics with every
+// histogram is some hundreds of kilobytes.
+const maxPollBody = 8 << 20
+
+// serverRoot turns an OpenAI base URL ("http://host:8000/v1", or
+// "http://host/vllm/v1" behind a proxy) into the root that serves /metrics
+// and /slots ("http://host:8000", "http://host/vllm").
+func serverRoot(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", fmt.Errorf("endpoint url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("endpoint url %q: scheme must be http or https", base)
+	}
+	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1")
+	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+func (ep *endpoint) rememberSizes(running []ollama.Running) {
+	old := ep.sizes.Load()
+	var changed bool
+	for _, r := range running {
+		if r.Size > 0 && (old == nil || (*old)[r.Name] != uint64(r.Size)) {
+			changed = true
+		}
+	}
+	if !changed {
+		return
+	}
+	sizes := make(map[string]uint64)
+	if old != nil {
+		for k, v := range *old {
+			sizes[k] = v
+		}
+	}
+	for _, r := range running {
+		if r.Size > 0 {
+			sizes[r.Name] = uint64(r.Size)
+		}
+	}
+	ep.sizes.Store(&sizes)
+}
+
+// lookup returns c's endpoint and its latest report; nil report before the
+// first poll.
+func (p *Poller) lookup(c fleet.Candidate) (*endpoint, *report) {
+	p.mu.RLock()
+	ep := p.targets[keyOf(c)]
+	p.mu.RUnlock()
+	if ep == nil {
+		return nil, nil
+	}
+	return ep, ep.report.Load()
+}
+
+// sameModel reports whether an Ollama model name from /api/ps names model:
+// "qwen3" is "qwen3:latest".
+func sameModel(listed, model string) bool {
+	return listed == model || listed == model+":latest" || model == listed+":latest"
+}
+
+// Residency reports whether c's model is loaded, from its Ollama server's
+// latest /api/ps: known is false for other providers, before the first
+// poll, and while polls fail. It does no I/O; deadline.Settings.Resident
+// takes it as is.
+func (p *Poller) Residency(c fleet.Candidate) (resident, known bool) {
+	_, rep := p.lookup(c)
+	if rep == nil || !rep.ollama {
+		return false, false
+	}
+	for _, r := range rep.running {
+		if sameModel(r.Name, c.Model) {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// SeenSize returns the size c's model had when its Ollama server last
+// listed it as resident; 0 when never seen.
+func (p *Poller) SeenSize(c fleet.Candidate) uint64 {
+	ep, _ := p.lookup(c)
+	if ep == nil {
+		return 0
+	}
+	sizes := ep.sizes.Load()
+	if sizes == nil {
+		return 0
+	}
+	for name, size := range *sizes {
+		if sameModel(name, c.Model) {
+			return size
+		}
+	}
+	return 0
+}
+
+// Pressure returns the reading that puts c under pressure by its server's
+// own report, nil when none: an Ollama model partly or wholly in host
+// memory (size_vram < size), a vLLM KV cache fuller than pol.KVCacheAbove,
+// llama.cpp requests deferred or every slot busy. It does no I/O.
+func (p *Poller) Pressure(c fleet.Candidate, pol Policy) *fleet.GPUReading {
+	pol = pol.withDefaults()
+	_, rep := p.lookup(c)
+	if rep == nil || rep.err != nil {
+		return nil
+	}
+	if rep.ollama {
+		for _, r := range rep.running {
+			if !sameModel(r.Name, c.Model) || r.SizeVRAM >= r.Size {
+				continue
+			}
+			inVRAM := uint64(max(r.SizeVRAM, 0))
+			reason := fmt.Sprintf("%s spilled to CPU: %.1f of %s in VRAM", c.Model, float64(inVRAM)/gib, gibs(uint64(r.Size)))
+			if inVRAM == 0 {
+				reason = fmt.Sprintf("%s runs on CPU: none of %s in VRAM", c.Model, gibs(uint64(r.Size)))
+			}
+			return &fleet.GPUReading{
+				GPU: -1, Source: SourceOllamaPS, UsedBytes: inVRAM, TotalBytes: uint64(r.Size), Reason: reason,
+			}
+		}
+		return nil
+	}
+	if g, ok := rep.gauges(c.Model); ok && g.kvKnown && g.kv > pol.KVCacheAbove {
+		reason := "vLLM KV cache " + pct(g.kv) + " full"
+		if g.waiting > 0 {
+			reason += ", " + strconv.FormatFloat(g.waiting, 'f', -1, 64) + " waiting"
+		}
+		return &fleet.GPUReading{GPU: -1, Source: SourceVLLMMetrics, Reason: reason}
+	}
+	if l := rep.llama; l != nil {
+		switch {
+		case l.deferred > 0:
+			return &fleet.GPUReading{GPU: -1, Source: SourceLlamaCPP,
+				Reason: "llama.cpp: " + strconv.FormatFloat(l.deferred, 'f', -1, 64) + " requests deferred"}
+		case l.slots > 0 && l.busy >= l.slots:
+			return &fleet.GPUReading{GPU: -1, Source: SourceLlamaCPP,
+				Reason: fmt.Sprintf("llama.cpp: all %d slots busy", l.slots)}
+		}
+	}
+	return nil
+}
