@@ -29,7 +29,7 @@ export function describeEvent(e: LiveEvent, key: number, at: number): ActivityIt
       return {
         key,
         at,
-        tone: goodOutcomes.has(a.outcome) ? 'info' : a.outcome === 'busy' || a.outcome === 'skipped_open' ? 'warn' : 'bad',
+        tone: goodOutcomes.has(a.outcome) ? 'info' : a.outcome === 'busy' || a.outcome === 'skipped_open' || a.outcome === 'demoted' ? 'warn' : 'bad',
         text: `${a.candidate} ${humanOutcome(a.outcome)}${why}`,
         requestId: e.data.request_id,
       };

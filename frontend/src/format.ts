@@ -107,6 +107,8 @@ export function humanOutcome(outcome: string): string {
       return 'failed after commit';
     case 'hedge_lost':
       return 'hedge lost';
+    case 'demoted':
+      return 'demoted (GPU memory pressure)';
     default:
       return outcome.replace(/_/g, ' ');
   }

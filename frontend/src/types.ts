@@ -110,7 +110,8 @@ export type Outcome =
   | 'client_abort'
   | 'not_retryable'
   | 'failed_after_commit'
-  | 'hedge_lost';
+  | 'hedge_lost'
+  | 'demoted';
 
 export interface Attempt {
   order: number;
