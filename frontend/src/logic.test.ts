@@ -241,3 +241,17 @@ describe('routes', () => {
     expect(routeHash({ screen: 'history', arg: 'a b' })).toBe('#/history/a%20b');
   });
 });
+
+import { validLanguage } from './locale';
+
+describe('validLanguage', () => {
+  it('rejects the POSIX locale names WebKitGTK reports under LANG=C', () => {
+    expect(validLanguage('C')).toBe(false);
+    expect(validLanguage('')).toBe(false);
+    expect(validLanguage(undefined)).toBe(false);
+  });
+  it('accepts real language tags', () => {
+    expect(validLanguage('en-US')).toBe(true);
+    expect(validLanguage('de')).toBe(true);
+  });
+});

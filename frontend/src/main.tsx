@@ -1,3 +1,4 @@
+import './locale'; // first: makes navigator.language safe for Intl (LANG=C desktops)
 import { render } from 'preact';
 import { App } from './app';
 import { applyTheme, loadTheme } from './theme';
