@@ -369,3 +369,63 @@ func TestVRAMPressureDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestManyStreamsToOneHealthyServer is a regression test: with a cap on
+// connections per upstream host, the 65th concurrent stream waited for a
+// connection inside the transport while its first-token deadline ran, was
+// recorded as a timeout, and opened the breaker of a healthy server.
+func TestManyStreamsToOneHealthyServer(t *testing.T) {
+	f, err := simfleet.StartFleet([]simfleet.Member{
+		{ID: "slow", Priority: 1, Config: simfleet.Config{Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "slow"}},
+			TTFT: 100 * time.Millisecond, TokenGap: 60 * time.Millisecond}},
+		{ID: "spare", Priority: 2, Config: simfleet.Config{Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "spare"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("selection:\n  first_token_timeout: 1s\n  deadline_floor: 1s\nchat:\n  default_model: slow\n  candidates:\n")
+	for _, c := range f.Candidates() {
+		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %s, priority: %d}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority)
+	}
+	cfgPath := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfgPath, []byte(b.String()), 0o600)
+	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: filepath.Join(dir, "h.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sys.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	const streams = 80
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	served := map[string]int{}
+	for range streams {
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", sys.URL()+"/v1/chat/completions",
+				strings.NewReader(`{"model":"auto","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			served[resp.Header.Get("X-Switchyard-Served-Model")]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if served["slow"] != streams {
+		t.Errorf("served = %v; want all %d by the healthy primary", served, streams)
+	}
+	if st := sys.Router.Breaker("slow").Snapshot(); st.State != fleet.BreakerClosed || st.Failures != 0 {
+		t.Errorf("healthy primary's breaker = %+v; want closed with no failures", st)
+	}
+}

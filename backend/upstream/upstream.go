@@ -27,8 +27,12 @@ type Settings struct {
 	// first-token deadline and stall timeout do. Default 5m (a cold model
 	// may take minutes to load before Ollama sends headers).
 	ResponseHeaderTimeout time.Duration
-	// MaxConnsPerHost caps connections to one host. Default 64.
-	MaxConnsPerHost int
+	// MaxIdleConnsPerHost is how many idle keep-alive connections are kept
+	// per host. Default 64. Connections are never capped: a request waiting
+	// for a free connection would burn its first-token deadline inside the
+	// transport and trip the breaker of a healthy server; overload is the
+	// upstream's to signal (429/503 busy), which the router honours.
+	MaxIdleConnsPerHost int
 }
 
 func (s Settings) withDefaults() Settings {
@@ -38,8 +42,8 @@ func (s Settings) withDefaults() Settings {
 	if s.ResponseHeaderTimeout <= 0 {
 		s.ResponseHeaderTimeout = 5 * time.Minute
 	}
-	if s.MaxConnsPerHost <= 0 {
-		s.MaxConnsPerHost = 64
+	if s.MaxIdleConnsPerHost <= 0 {
+		s.MaxIdleConnsPerHost = 64
 	}
 	return s
 }
@@ -87,8 +91,7 @@ func (p *Pool) newTransport() *http.Transport {
 		Proxy:                 nil, // local fleets: never send prompts through an environment proxy
 		DialContext:           d.DialContext,
 		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   s.MaxConnsPerHost,
-		MaxConnsPerHost:       s.MaxConnsPerHost,
+		MaxIdleConnsPerHost:   s.MaxIdleConnsPerHost,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: s.ResponseHeaderTimeout,
 		ExpectContinueTimeout: time.Second,
