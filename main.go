@@ -31,6 +31,8 @@ Usage:
   switchyard serve [flags]      run headless: the API and web UI at http://ADDR/
   switchyard demo [flags]       serve a simulated fleet, for trying it with nothing installed
   switchyard check [--config F] validate the config and check each candidate
+  switchyard experiment [flags] run the failover experiment against a simulated fleet (--requests N --concurrency C --json FILE)
+  switchyard bench [flags]      benchmark Switchyard on loopback (--quick --json FILE --markdown FILE)
   switchyard version
 
 Flags of serve and demo:
@@ -64,6 +66,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(cmd, rest, stderr)
 	case "check":
 		return check(rest, stdout, stderr)
+	case "experiment":
+		return experiment(rest, stdout, stderr)
+	case "bench":
+		return benchmark(rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "switchyard", system.Version)
 		return exitOK

@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/experiment"
+)
+
+// path is one way to the same answer: a client, its base URL and the body
+// it sends.
+type path struct {
+	name   string
+	client *experiment.Client
+	body   []byte
+}
+
+// interleave sends perPath requests through each path with conc requests
+// in flight, interleaved request by request: the k-th request overall goes
+// to the paths in an order that rotates every round, so every path meets
+// the same machine noise and the same load from the others. It returns
+// each path's answers in the order they were sent. It stops early, with
+// what it has, when ctx ends.
+func interleave(ctx context.Context, paths []path, conc, perPath int) [][]experiment.Answer {
+	n := len(paths)
+	out := make([][]experiment.Answer, n)
+	for i := range out {
+		out[i] = make([]experiment.Answer, perPath)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range max(1, min(conc, n*perPath)) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				k := int(next.Add(1) - 1)
+				if k >= n*perPath {
+					return
+				}
+				round, slot := k/n, k%n
+				p := (slot + round) % n
+				out[p][round] = paths[p].client.Chat(ctx, paths[p].body)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// warm sends a few requests through every path so that connections are
+// open and code paths are hot before anything is measured.
+func warm(ctx context.Context, paths []path, conc int) {
+	interleave(ctx, paths, conc, max(2*conc, 16))
+}
+
+// Dist summarises a sample of durations, in microseconds.
+type Dist struct {
+	N    int     `json:"n"`
+	P50  float64 `json:"p50_us"`
+	P99  float64 `json:"p99_us"`
+	Mean float64 `json:"mean_us"`
+}
+
+// dist summarises ds (unsorted; it is sorted in place).
+func dist(ds []time.Duration) Dist {
+	if len(ds) == 0 {
+		return Dist{}
+	}
+	slices.Sort(ds)
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return Dist{
+		N:    len(ds),
+		P50:  us(experiment.Percentile(ds, 50)),
+		P99:  us(experiment.Percentile(ds, 99)),
+		Mean: us(sum / time.Duration(len(ds))),
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// Timing is what one path's answers looked like.
+type Timing struct {
+	TTFT  Dist `json:"ttft"`
+	Total Dist `json:"total"`
+	// Errors counts answers that did not complete; they are left out of
+	// the distributions.
+	Errors int `json:"errors"`
+}
+
+func timing(answers []experiment.Answer) Timing {
+	var t Timing
+	var ttft, total []time.Duration
+	for _, a := range answers {
+		if a.Err != nil || a.TTFT <= 0 {
+			t.Errors++
+			continue
+		}
+		ttft = append(ttft, a.TTFT)
+		total = append(total, a.Latency)
+	}
+	t.TTFT, t.Total = dist(ttft), dist(total)
+	return t
+}
+
+// Added is the latency a path adds to another's, in microseconds, at the
+// median and the 99th percentile (differences of percentiles).
+type Added struct {
+	P50 float64 `json:"p50_us"`
+	P99 float64 `json:"p99_us"`
+}
+
+func added(a, base Dist) Added {
+	return Added{P50: a.P50 - base.P50, P99: a.P99 - base.P99}
+}
+
+// ratio is a/b, or nil when b is not positive (no meaningful ratio); it
+// is a pointer so that JSON says null rather than failing on NaN.
+func ratio(a, b float64) *float64 {
+	if b <= 0 || math.IsNaN(a) || math.IsInf(a, 0) {
+		return nil
+	}
+	r := a / b
+	return &r
+}

@@ -1,0 +1,110 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/system"
+)
+
+// Setup says how to start an in-process Switchyard.
+type Setup struct {
+	// Selection are keys of the config's selection section with their YAML
+	// values, like {"failure_threshold": "2", "open_duration": "1s"}.
+	Selection map[string]string
+	// DefaultModel is chat.default_model.
+	DefaultModel string
+	// Candidates are chat.candidates (ID, Provider, URL, Model, Priority;
+	// all enabled).
+	Candidates []fleet.Candidate
+	// TempDir is where the config file and the history database are made,
+	// in a directory of their own that Close removes. Default os.TempDir().
+	TempDir string
+}
+
+// Switchyard is a real Switchyard (system.New, then Run) serving on a free
+// port of 127.0.0.1, with its config file and history database in a
+// temporary directory. Create it with StartSwitchyard; Close it.
+type Switchyard struct {
+	*system.System
+	stop func() error
+}
+
+// StartSwitchyard writes a config for s, starts Switchyard with it and
+// returns once it serves.
+func StartSwitchyard(ctx context.Context, s Setup) (_ *Switchyard, err error) {
+	dir, err := os.MkdirTemp(s.TempDir, "switchyard-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	var cfg strings.Builder
+	cfg.WriteString("selection:\n")
+	keys := make([]string, 0, len(s.Selection))
+	for k := range s.Selection {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&cfg, "  %s: %s\n", k, s.Selection[k])
+	}
+	fmt.Fprintf(&cfg, "chat:\n  default_model: %s\n  candidates:\n", s.DefaultModel)
+	for _, c := range s.Candidates {
+		fmt.Fprintf(&cfg, "    - {id: %s, provider: %s, url: %q, model: %q, priority: %d}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority)
+	}
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
+		return nil, err
+	}
+	sys, err := system.New(ctx, system.Options{
+		ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: filepath.Join(dir, "history.db"),
+		ShutdownGrace: time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ran := make(chan error, 1)
+	go func() { ran <- sys.Run(runCtx) }()
+	return &Switchyard{System: sys, stop: func() error {
+		cancel()
+		return errors.Join(<-ran, os.RemoveAll(dir))
+	}}, nil
+}
+
+// Close stops Switchyard, flushes its history and removes its directory.
+func (s *Switchyard) Close() error { return s.stop() }
+
+// NewClient returns a client for baseURL (up to and including /v1) with
+// its own keep-alive connections, up to conns of them idle. Close its idle
+// connections with CloseIdle when done.
+func NewClient(baseURL string, conns int) *Client {
+	return &Client{
+		HTTP: &http.Client{Transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConns:        conns,
+			MaxIdleConnsPerHost: conns,
+			DisableCompression:  true,
+		}},
+		BaseURL: baseURL,
+	}
+}
+
+// CloseIdle closes the client's idle connections.
+func (c *Client) CloseIdle() {
+	if c.HTTP != nil {
+		c.HTTP.CloseIdleConnections()
+	}
+}
