@@ -88,6 +88,11 @@ type Options struct {
 type Store struct {
 	db        *sql.DB   // the pool, for queries
 	writer    *sql.Conn // the writer's own connection: it never waits for the pool
+	// The writer's INSERTs, prepared on the pool so that its transactions
+	// (tx.StmtContext) prepare them once on the writer's connection and
+	// reuse them; a Stmt prepared on a sql.Conn would be prepared again in
+	// every transaction.
+	insertRequest, insertAttempt, insertBreaker *sql.Stmt
 	path      string
 	retention time.Duration
 	batchSize int
@@ -178,6 +183,16 @@ func open(path string, o Options) (*Store, error) {
 		breakers: make(chan fleet.BreakerChange, 4*o.BatchSize),
 		stopped:  make(chan struct{}),
 	}
+	for _, p := range []struct {
+		dst  **sql.Stmt
+		text string
+	}{{&s.insertRequest, insertRequest}, {&s.insertAttempt, insertAttempt}, {&s.insertBreaker, insertBreaker}} {
+		if *p.dst, err = db.PrepareContext(ctx, p.text); err != nil {
+			writer.Close()
+			db.Close()
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
 	if _, err := s.pruneWith(ctx, writer); err != nil {
 		s.logf("history: %v", err)
 	}
@@ -220,7 +235,7 @@ func (s *Store) Close() error {
 	close(s.breakers)
 	s.mu.Unlock()
 	<-s.stopped
-	err := errors.Join(s.writer.Close(), s.db.Close())
+	err := errors.Join(s.insertRequest.Close(), s.insertAttempt.Close(), s.insertBreaker.Close(), s.writer.Close(), s.db.Close())
 	if err != nil {
 		return fmt.Errorf("close history %s: %w", s.path, err)
 	}

@@ -241,14 +241,9 @@ func (s *Store) commit(recs []pending, evs []fleet.BreakerChange) (err error) {
 		}
 	}()
 	if len(recs) > 0 {
-		reqStmt, err := tx.PrepareContext(ctx, insertRequest)
-		if err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
-		attStmt, err := tx.PrepareContext(ctx, insertAttempt)
-		if err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
+		// database/sql prepares each statement on the writer's connection
+		// the first time and reuses it in every later transaction.
+		reqStmt, attStmt := tx.StmtContext(ctx, s.insertRequest), tx.StmtContext(ctx, s.insertAttempt)
 		for _, p := range recs {
 			if _, err := reqStmt.ExecContext(ctx, p.request...); err != nil {
 				return fmt.Errorf("write request %s: %w", p.id, err)
@@ -261,10 +256,7 @@ func (s *Store) commit(recs []pending, evs []fleet.BreakerChange) (err error) {
 		}
 	}
 	if len(evs) > 0 {
-		stmt, err := tx.PrepareContext(ctx, insertBreaker)
-		if err != nil {
-			return fmt.Errorf("prepare: %w", err)
-		}
+		stmt := tx.StmtContext(ctx, s.insertBreaker)
 		for _, ev := range evs {
 			if _, err := stmt.ExecContext(ctx, ev.Candidate, string(ev.From), string(ev.To), ev.At.UnixMilli(), ev.Cause); err != nil {
 				return fmt.Errorf("write breaker change of %s: %w", ev.Candidate, err)
