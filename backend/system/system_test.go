@@ -20,6 +20,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/history"
 	"github.com/switchyard/switchyard/backend/simfleet"
 )
 
@@ -428,4 +429,66 @@ func TestManyStreamsToOneHealthyServer(t *testing.T) {
 	if st := sys.Router.Breaker("slow").Snapshot(); st.State != fleet.BreakerClosed || st.Failures != 0 {
 		t.Errorf("healthy primary's breaker = %+v; want closed with no failures", st)
 	}
+}
+
+// TestShutdownEndsStreamsWithAnErrorEvent stops the server while a slow
+// stream is running: the stream gets the grace period, then ends with an
+// error event in its protocol (not a silent cut), and its record is in the
+// history file when Run returns.
+func TestShutdownEndsStreamsWithAnErrorEvent(t *testing.T) {
+	f, err := simfleet.StartFleet([]simfleet.Member{{ID: "slow", Priority: 1, Config: simfleet.Config{
+		Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "slow"}}, TTFT: time.Millisecond, TokenGap: time.Second, Tokens: 100}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	c := f.Candidates()[0]
+	cfgPath, db := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "h.db")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf("chat:\n  default_model: slow\n  candidates:\n    - {id: slow, provider: openai, url: %q, model: slow}\n", c.URL)), 0o600)
+	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: db, ShutdownGrace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sys.Run(ctx) }()
+
+	resp, err := http.Post(sys.URL()+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"auto","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	id := resp.Header.Get("X-Switchyard-Request-Id")
+	r := bufio.NewReader(resp.Body)
+	if line, _ := r.ReadString('\n'); !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first line %q", line)
+	}
+	cancel() // SIGTERM
+	rest, _ := io.ReadAll(r)
+	if !strings.Contains(string(rest), `"error":{"message":"switchyard is shutting down`) {
+		t.Errorf("stream ended without the shutdown error event: ...%s", tail(string(rest), 300))
+	}
+	if strings.Contains(string(rest), "[DONE]") {
+		t.Error("a cut-short answer ended with [DONE]")
+	}
+	if err := <-done; err != nil {
+		t.Logf("Run() = %v", err)
+	}
+	store, err := history.Open(db, history.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.Request(t.Context(), id); err != nil {
+		t.Errorf("the interrupted request is not in history: %v", err)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
