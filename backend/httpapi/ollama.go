@@ -139,11 +139,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.o.Router.Stream(r.Context(), req)
 	if err != nil {
-		w.Header().Set("X-Switchyard-Request-Id", req.ID)
-		status, msg := routeError(err)
-		if status != router.StatusClientClosed {
-			writeOllamaError(w, status, msg)
-		}
+		failRoute(w, req, err, writeOllamaError)
 		return
 	}
 	defer st.Close()
@@ -244,11 +240,7 @@ func (s *Server) ollamaComplete(w http.ResponseWriter, r *http.Request, req *fle
 	start := time.Now()
 	ans, err := s.o.Router.Complete(r.Context(), req)
 	if err != nil {
-		w.Header().Set("X-Switchyard-Request-Id", req.ID)
-		status, msg := routeError(err)
-		if status != router.StatusClientClosed {
-			writeOllamaError(w, status, msg)
-		}
+		failRoute(w, req, err, writeOllamaError)
 		return
 	}
 	routeHeaders(w.Header(), ans.Meta)

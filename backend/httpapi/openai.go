@@ -149,6 +149,11 @@ func writeOpenAIError(w http.ResponseWriter, status int, typ, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
 }
 
+// writeOpenAIStatus writes an OpenAI error whose type follows from status.
+func writeOpenAIStatus(w http.ResponseWriter, status int, msg string) {
+	writeOpenAIError(w, status, openaiErrorType(status), msg)
+}
+
 // openaiErrorType is the OpenAI error type for an HTTP status.
 func openaiErrorType(status int) string {
 	switch status {
@@ -184,11 +189,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.o.Router.Stream(r.Context(), req)
 	if err != nil {
-		w.Header().Set("X-Switchyard-Request-Id", req.ID)
-		status, msg := routeError(err)
-		if status != router.StatusClientClosed {
-			writeOpenAIError(w, status, openaiErrorType(status), msg)
-		}
+		failRoute(w, req, err, writeOpenAIStatus)
 		return
 	}
 	defer st.Close()
@@ -370,11 +371,7 @@ type oaUsage struct {
 func (s *Server) openaiComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request) {
 	ans, err := s.o.Router.Complete(r.Context(), req)
 	if err != nil {
-		w.Header().Set("X-Switchyard-Request-Id", req.ID)
-		status, msg := routeError(err)
-		if status != router.StatusClientClosed {
-			writeOpenAIError(w, status, openaiErrorType(status), msg)
-		}
+		failRoute(w, req, err, writeOpenAIStatus)
 		return
 	}
 	routeHeaders(w.Header(), ans.Meta)

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/router"
 )
 
@@ -41,14 +42,20 @@ func decodeBody(r *http.Request, v any) (int, error) {
 	return 0, nil
 }
 
-// routeError turns a router error into the status and message to answer
-// with before anything was written.
-func routeError(err error) (int, string) {
+// failRoute answers a request the router could not serve, before anything
+// was written, with write (the caller's protocol); a caller that went away
+// gets nothing.
+func failRoute(w http.ResponseWriter, req *fleet.Request, err error, write func(http.ResponseWriter, int, string)) {
+	status, msg := http.StatusInternalServerError, err.Error()
 	var re *router.Error
 	if errors.As(err, &re) {
-		return re.Status, re.Error()
+		status = re.Status
 	}
-	return http.StatusInternalServerError, err.Error()
+	if status == router.StatusClientClosed {
+		return
+	}
+	w.Header().Set("X-Switchyard-Request-Id", req.ID)
+	write(w, status, msg)
 }
 
 // chunkWriter writes a streamed answer: each chunk flushed at once, the
