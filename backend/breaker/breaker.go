@@ -150,19 +150,22 @@ func (b *Breaker) Done(t Ticket, r Result, cause string) {
 	b.notify(ch)
 }
 
-// Succeed reports that a stream which reported Committed ended cleanly.
-// In the closed state it resets the failure count; otherwise it is ignored.
-func (b *Breaker) Succeed() { b.afterCommit(Success, "") }
+// Succeed reports that the stream t was issued for, which reported
+// Committed, ended cleanly: in the closed state it resets the failure
+// count. Like Done, it is ignored when the state moved on since t was
+// issued (a long stream outlived an open/half-open period).
+func (b *Breaker) Succeed(t Ticket) { b.afterCommit(t, Success, "") }
 
-// Fail reports that a stream which reported Committed broke afterwards. In
-// the closed state it counts like any failure; in other states it is
-// ignored, since the state already reflects newer evidence.
-func (b *Breaker) Fail(cause string) { b.afterCommit(Failure, cause) }
+// Fail reports that the stream t was issued for, which reported Committed,
+// broke afterwards: in the closed state it counts like any failure. It is
+// ignored when the state moved on since t was issued, and in any state but
+// closed.
+func (b *Breaker) Fail(t Ticket, cause string) { b.afterCommit(t, Failure, cause) }
 
-func (b *Breaker) afterCommit(r Result, cause string) {
+func (b *Breaker) afterCommit(t Ticket, r Result, cause string) {
 	b.mu.Lock()
 	var ch *fleet.BreakerChange
-	if b.state == fleet.BreakerClosed {
+	if b.state == fleet.BreakerClosed && t.gen == b.gen {
 		ch = b.apply(false, r, cause)
 	}
 	b.mu.Unlock()

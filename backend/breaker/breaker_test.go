@@ -243,7 +243,7 @@ func TestFailuresAfterCommit(t *testing.T) {
 	for range 2 {
 		tk, _ := b.Allow()
 		b.Done(tk, Committed, "first token")
-		b.Fail("broke after commit")
+		b.Fail(tk, "broke after commit")
 	}
 	if s := b.Snapshot().State; s != fleet.BreakerOpen {
 		t.Fatalf("two post-commit failures: state = %s; want open", s)
@@ -254,7 +254,7 @@ func TestFailuresAfterCommit(t *testing.T) {
 	c.Done(tk, Failure, "refused")
 	tk, _ = c.Allow()
 	c.Done(tk, Committed, "first token")
-	c.Succeed()
+	c.Succeed(tk)
 	tk, _ = c.Allow()
 	c.Done(tk, Failure, "refused")
 	if s := c.Snapshot(); s.State != fleet.BreakerClosed || s.Failures != 1 {
@@ -294,6 +294,28 @@ func TestRestore(t *testing.T) {
 		c.Restore(fleet.BreakerChange{To: fleet.BreakerClosed, At: time.Now()})
 		if s := c.Snapshot().State; s != fleet.BreakerClosed {
 			t.Fatalf("restored closed: state = %s", s)
+		}
+	})
+}
+
+func TestStaleStreamEndIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := New("c", Settings{})
+		long, _ := b.Allow()
+		b.Done(long, Committed, "first token") // a long stream starts
+		for range 2 {                          // meanwhile the candidate opens...
+			tk, _ := b.Allow()
+			b.Done(tk, Failure, "x")
+		}
+		time.Sleep(DefaultOpenDuration)
+		probe, _ := b.Allow() // ...and a probe closes it again
+		b.Done(probe, Success, "probe ok")
+		tk, _ := b.Allow()
+		b.Done(tk, Failure, "one new failure")
+		b.Fail(long, "the old stream dies")
+		b.Succeed(long)
+		if s := b.Snapshot(); s.State != fleet.BreakerClosed || s.Failures != 1 {
+			t.Fatalf("Snapshot() = %+v; want closed with only the new period's 1 failure", s)
 		}
 	})
 }

@@ -487,7 +487,7 @@ func (ru *run) finish(s *Stream, err error) error {
 	switch {
 	case err == io.EOF:
 		a.rec.Outcome = fleet.OutcomeSuccess
-		a.e.br.Succeed()
+		a.e.br.Succeed(a.ticket)
 		ru.r.deps.Deadlines.Observe(c, a.rec.TTFT, a.rec.Cold, usage)
 		ru.recordDemoted()
 		ru.addAttempt(a.rec)
@@ -512,7 +512,7 @@ func (ru *run) finish(s *Stream, err error) error {
 	if errors.Is(cause, fleet.ErrStalled) {
 		err = fmt.Errorf("%w (no data for %v)", fleet.ErrStalled, ru.st.fleet.Settings.StallTimeout)
 	}
-	a.e.br.Fail(shortCause(err))
+	a.e.br.Fail(a.ticket, shortCause(err))
 	a.rec.Error = err.Error()
 	if ru.aggregate {
 		// Nothing reached the caller yet: this is an ordinary failure and
