@@ -168,3 +168,36 @@ func TestHedgedFirstToken(t *testing.T) {
 		})
 	})
 }
+
+func TestAtMostOneHedgePerRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// a is slow and then fails; its hedge b fails too; c is slow again,
+		// but the request already had its hedge: d must not start.
+		slowFail := script{steps: []step{role(), {wait: time.Second, err: &fleet.EventError{Message: "boom"}}}}
+		f := newFake(map[string]script{
+			"a": slowFail,
+			"b": {steps: []step{role(), {wait: 2 * time.Second, err: &fleet.EventError{Message: "boom"}}}},
+			"c": {steps: []step{role(), {wait: 1500 * time.Millisecond, chunk: fleet.Chunk{Content: "C"}}, finish()}},
+			"d": answer("D"),
+		})
+		fl := testFleet(f, Settings{Hedge: true})
+		fl.Targets = append(fl.Targets, Target{Candidate: fleet.Candidate{ID: "d", Priority: 4, Enabled: true}, Backend: f})
+		l := deadline.New(deadline.Settings{})
+		for _, id := range []string{"a", "b", "c"} {
+			for range 20 {
+				l.Observe(fleet.Candidate{ID: id}, 500*time.Millisecond, false, nil)
+			}
+		}
+		r := New(fl, Deps{Deadlines: l})
+		s, err := r.Stream(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := drain(s); got != "C" {
+			t.Errorf("content = %q; want C", got)
+		}
+		if o, _ := f.counts("d"); o != 0 {
+			t.Errorf("a second hedge started d")
+		}
+	})
+}

@@ -57,6 +57,7 @@ func (ru *run) hedge(a *attempt) (*attempt, *halt) {
 				continue
 			}
 			ru.next++
+			ru.hedged = true
 			b := ru.startAttempt(e, t)
 			live = append(live, b)
 			launch(b)
@@ -68,6 +69,9 @@ func (ru *run) hedge(a *attempt) (*attempt, *halt) {
 				ru.failAttempt(p.a, fleet.ErrHedgeLost)
 			case p.err == nil:
 				winner = p.a
+				// Its first token is in: its deadline must not fire while
+				// the loser is being shut down.
+				winner.stopDeadline()
 				cancelOthers(winner, fleet.ErrHedgeLost)
 			default:
 				if h := ru.failAttempt(p.a, p.err); h != nil {

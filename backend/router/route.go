@@ -77,6 +77,12 @@ func (r *Router) Complete(ctx context.Context, req *fleet.Request) (*Answer, err
 		if errors.Is(err, errRetry) {
 			continue
 		}
+		var e *Error
+		if err != nil && !errors.As(err, &e) {
+			// The caller left while the answer was being collected; it
+			// is already recorded as a client abort.
+			err = &Error{Status: StatusClientClosed, Err: err, Attempts: ru.rec.Attempts}
+		}
 		return ans, err
 	}
 }
@@ -93,6 +99,7 @@ type run struct {
 	plan      plan
 	next      int
 	aggregate bool
+	hedged    bool // a hedge was started: at most one per request (SPEC 3)
 }
 
 func (r *Router) begin(ctx context.Context, req *fleet.Request, aggregate bool) (*run, error) {
@@ -142,7 +149,7 @@ func (ru *run) commitNext() (*Stream, error) {
 			continue
 		}
 		a := ru.startAttempt(e, t)
-		if ru.st.fleet.Settings.Hedge && ru.next < len(ru.plan.entries) {
+		if ru.st.fleet.Settings.Hedge && !ru.hedged && ru.next < len(ru.plan.entries) {
 			w, h := ru.hedge(a)
 			if h != nil {
 				return nil, ru.fail(h.status, h.err)
@@ -183,6 +190,9 @@ type attempt struct {
 	cancel    context.CancelCauseFunc
 	timer     *time.Timer // first-token deadline, then the stall timeout
 	committed atomic.Bool
+	// beatDeadline is set once the first-token deadline was stopped
+	// before it fired (see stopDeadline).
+	deadlineStopped, beatDeadline bool
 	stream    fleet.Stream
 	buf       []fleet.Chunk
 }
@@ -208,6 +218,18 @@ func (a *attempt) expire() {
 	} else {
 		a.cancel(fleet.ErrFirstTokenTimeout)
 	}
+}
+
+// stopDeadline stops the first-token deadline at the first token and
+// reports whether the token beat it. It may be called more than once (a
+// hedge's winner is stopped as soon as it wins, then committed); the first
+// call decides.
+func (a *attempt) stopDeadline() bool {
+	if !a.deadlineStopped {
+		a.deadlineStopped = true
+		a.beatDeadline = a.timer.Stop()
+	}
+	return a.beatDeadline
 }
 
 // probe opens the upstream stream and buffers its events until the first
@@ -351,7 +373,7 @@ func shortCause(err error) string {
 // attempt lost a race with its own deadline, after recording that as a
 // timeout.
 func (ru *run) commit(a *attempt) (*Stream, *halt) {
-	if !a.timer.Stop() {
+	if !a.stopDeadline() {
 		// The deadline fired as the first token arrived; its cancellation
 		// is already closing the stream.
 		return nil, ru.failAttempt(a, fleet.ErrFirstTokenTimeout)
@@ -519,6 +541,7 @@ func (ru *run) finish(s *Stream, err error) error {
 		// the request goes on with the next candidate.
 		a.rec.Outcome = fleet.OutcomeError
 		ru.addAttempt(a.rec)
+		ru.rec.ServedCandidate, ru.rec.ServedModel, ru.rec.IsFallback, ru.rec.TTFT = "", "", false, 0
 		return errRetry
 	}
 	a.rec.Outcome = fleet.OutcomeFailedAfterCommit

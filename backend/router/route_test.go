@@ -464,3 +464,35 @@ func TestUnknownModel(t *testing.T) {
 		t.Error("an unknown model was routed")
 	}
 }
+
+func TestCompleteFailureRecordsNoServedCandidate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{
+			"a": {steps: []step{role(), tok("A1"), fail(fleet.ErrTruncated)}},
+			"b": {openErr: errRefused},
+			"c": {openErr: errRefused},
+		})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+		if _, err := r.Complete(t.Context(), &fleet.Request{}); err == nil {
+			t.Fatal("Complete() succeeded")
+		}
+		if got := rec.last(); got.Status != fleet.StatusFailed || got.ServedCandidate != "" || got.IsFallback || got.TTFT != 0 {
+			t.Errorf("record = status %s served %q fallback %v ttft %v; want a failure served by nobody", got.Status, got.ServedCandidate, got.IsFallback, got.TTFT)
+		}
+	})
+}
+
+func TestCompleteCallerLeavesAfterFirstToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {steps: []step{role(), tok("A1"), {wait: 10 * time.Second}, tok("A2"), finish()}}})
+		r := New(testFleet(f, Settings{}), Deps{})
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(time.Second, cancel)
+		_, err := r.Complete(ctx, &fleet.Request{})
+		var e *Error
+		if !errors.As(err, &e) || e.Status != StatusClientClosed {
+			t.Fatalf("Complete() error = %v; want a 499 *Error", err)
+		}
+	})
+}
