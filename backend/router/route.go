@@ -193,8 +193,8 @@ type attempt struct {
 	// beatDeadline is set once the first-token deadline was stopped
 	// before it fired (see stopDeadline).
 	deadlineStopped, beatDeadline bool
-	stream    fleet.Stream
-	buf       []fleet.Chunk
+	stream                        fleet.Stream
+	buf                           []fleet.Chunk
 }
 
 func (ru *run) startAttempt(e entry, t breaker.Ticket) *attempt {
