@@ -48,6 +48,10 @@ func (ru *run) hedge(a *attempt) (*attempt, *halt) {
 		select {
 		case <-hedgeC:
 			hedgeC = nil
+			for ru.next < len(ru.plan.entries) && ru.plan.entries[ru.next].skip != nil {
+				ru.addAttempt(*ru.plan.entries[ru.next].skip)
+				ru.next++
+			}
 			if ru.next >= len(ru.plan.entries) {
 				continue
 			}

@@ -14,20 +14,22 @@ const (
 	AliasAuto = "auto"
 )
 
-// entry is one candidate in a request's order.
+// entry is one candidate in a request's order. An excluded candidate
+// (open breaker, busy back-off) keeps its place with the record of why it
+// is skipped, so history lists attempts in the order the router went
+// through them.
 type entry struct {
 	target  Target
 	br      *breaker.Breaker
 	demoted bool
 	reading *fleet.GPUReading
+	skip    *fleet.Attempt // set when excluded: the skipped_open or busy record
 }
 
-// plan is a request's ordered candidate list (SPEC 2.1) and the records of
-// those it left out.
+// plan is a request's ordered candidate list (SPEC 2.1).
 type plan struct {
 	entries   []entry
-	preferred string          // the first choice before exclusion and demotion
-	excluded  []fleet.Attempt // skipped_open and busy records, in order
+	preferred string // the first choice before exclusion and demotion
 }
 
 // resolve applies the request's model name: it returns the first-choice
@@ -87,17 +89,17 @@ func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error
 		id := t.Candidate.ID
 		br := st.breakers[id]
 		if !br.Ready() {
-			p.excluded = append(p.excluded, fleet.Attempt{
+			healthy = append(healthy, entry{target: t, skip: &fleet.Attempt{
 				Candidate: id, Outcome: fleet.OutcomeSkippedOpen, StartedAt: now,
 				Error: fmt.Sprintf("breaker %s", br.Snapshot().State),
-			})
+			}})
 			continue
 		}
 		if until, ok := r.busy(id, now); ok {
-			p.excluded = append(p.excluded, fleet.Attempt{
+			healthy = append(healthy, entry{target: t, skip: &fleet.Attempt{
 				Candidate: id, Outcome: fleet.OutcomeBusy, StartedAt: now,
 				Error: fmt.Sprintf("busy back-off, %v left", until.Sub(now).Round(time.Millisecond)),
-			})
+			}})
 			continue
 		}
 		e := entry{target: t, br: br}

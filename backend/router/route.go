@@ -126,9 +126,6 @@ func (r *Router) begin(ctx context.Context, req *fleet.Request, aggregate bool) 
 		return nil, ru.fail(status, err)
 	}
 	ru.plan = p
-	for _, a := range p.excluded {
-		ru.addAttempt(a)
-	}
 	return ru, nil
 }
 
@@ -140,6 +137,10 @@ func (ru *run) commitNext() (*Stream, error) {
 		}
 		e := ru.plan.entries[ru.next]
 		ru.next++
+		if e.skip != nil {
+			ru.addAttempt(*e.skip)
+			continue
+		}
 		t, ok := e.br.Allow() // the re-check right before the call
 		if !ok {
 			ru.addAttempt(fleet.Attempt{
@@ -338,11 +339,15 @@ func (ru *run) failAttempt(a *attempt, err error) *halt {
 	return nil
 }
 
-// recordDemoted records the demoted candidates whose turn never came
-// because another served first (SPEC 2.1: every demotion is recorded).
-func (ru *run) recordDemoted() {
+// recordUntried records the excluded and demoted candidates whose turn never
+// came because another served first (SPEC 2.1: every exclusion and demotion
+// is recorded), after the attempts that ran.
+func (ru *run) recordUntried() {
 	for _, e := range ru.plan.entries[ru.next:] {
-		if e.demoted {
+		switch {
+		case e.skip != nil:
+			ru.addAttempt(*e.skip)
+		case e.demoted:
 			ru.addAttempt(fleet.Attempt{
 				Candidate: e.target.Candidate.ID, Outcome: fleet.OutcomeDemoted, StartedAt: ru.start,
 				Error: e.reading.Reason, Demoted: true, Reading: e.reading,
@@ -511,8 +516,8 @@ func (ru *run) finish(s *Stream, err error) error {
 		a.rec.Outcome = fleet.OutcomeSuccess
 		a.e.br.Succeed(a.ticket)
 		ru.r.deps.Deadlines.Observe(c, a.rec.TTFT, a.rec.Cold, usage)
-		ru.recordDemoted()
 		ru.addAttempt(a.rec)
+		ru.recordUntried()
 		ru.rec.Status = fleet.StatusOK
 		ru.rec.HTTPStatus = 200
 		ru.record()

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/switchyard/switchyard/backend/breaker"
 	"github.com/switchyard/switchyard/backend/fleet"
 )
 
@@ -493,6 +494,36 @@ func TestCompleteCallerLeavesAfterFirstToken(t *testing.T) {
 		var e *Error
 		if !errors.As(err, &e) || e.Status != StatusClientClosed {
 			t.Fatalf("Complete() error = %v; want a 499 *Error", err)
+		}
+	})
+}
+
+func TestExclusionsRecordedInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {openErr: errRefused}, "b": answer("B"), "c": {openErr: errRefused}})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+		for _, id := range []string{"a", "c"} { // open a's and c's breakers
+			for range 2 {
+				tk, _ := r.Breaker(id).Allow()
+				r.Breaker(id).Done(tk, breaker.Failure, "x")
+			}
+		}
+		s, err := r.Stream(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := s.Meta(); len(m.Attempts) != 1 || m.Attempts[0].Candidate != "a" {
+			t.Errorf("Meta().Attempts = %+v; want only a, the one skipped before the server", m.Attempts)
+		}
+		drain(s)
+		var got []string
+		for _, a := range rec.last().Attempts {
+			got = append(got, a.Candidate+":"+string(a.Outcome))
+		}
+		want := []string{"a:skipped_open", "b:success", "c:skipped_open"}
+		if !equal(got, want) {
+			t.Errorf("attempts = %v; want %v (the order the router went through them)", got, want)
 		}
 	})
 }
