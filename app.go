@@ -30,6 +30,9 @@ type App struct {
 
 	mu  sync.Mutex
 	ctx context.Context // Wails' context, set in startup
+
+	titleOnce sync.Once
+	stop      chan struct{} // closed at shutdown: ends the title loop
 }
 
 // APIInfo tells the UI where the API is.
@@ -73,25 +76,38 @@ func (a *App) startup(ctx context.Context) {
 	a.mu.Unlock()
 }
 
-// domReady keeps the window title showing the fleet's health.
+// domReady keeps the window title showing the fleet's health. The webview
+// fires it on every reload; one loop is enough, and it ends at shutdown
+// (Wails' context is never cancelled).
 func (a *App) domReady(ctx context.Context) {
-	go func() {
-		tick := time.NewTicker(2 * time.Second)
-		defer tick.Stop()
-		last := ""
-		for {
-			title := "Switchyard — " + a.health()
-			if title != last {
-				wailsruntime.WindowSetTitle(ctx, title)
-				last = title
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+	a.titleOnce.Do(func() { go a.titleLoop(ctx) })
+}
+
+func (a *App) titleLoop(ctx context.Context) {
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	last := ""
+	for {
+		title := "Switchyard — " + a.health()
+		if title != last {
+			wailsruntime.WindowSetTitle(ctx, title)
+			last = title
 		}
-	}()
+		select {
+		case <-a.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// shutdown runs when the window closes: the title loop ends before Wails
+// tears its runtime down, and the router and API stop.
+func (a *App) shutdown(stopSystem context.CancelFunc) func(context.Context) {
+	return func(context.Context) {
+		close(a.stop)
+		stopSystem()
+	}
 }
 
 // health says in a few words how many candidates are usable.
@@ -139,7 +155,7 @@ func desktop(stderr io.Writer) int {
 			return exitError
 		}
 	}
-	app := &App{sys: sys, dataDir: filepath.Join(o.DataHome, "switchyard")}
+	app := &App{sys: sys, dataDir: filepath.Join(o.DataHome, "switchyard"), stop: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() { done <- sys.Run(ctx) }()
 	o.Logf("desktop app; API on %s", sys.URL())
@@ -155,7 +171,7 @@ func desktop(stderr io.Writer) int {
 		BackgroundColour: &options.RGBA{R: 250, G: 250, B: 250, A: 255},
 		OnStartup:        app.startup,
 		OnDomReady:       app.domReady,
-		OnShutdown:       func(context.Context) { cancel() },
+		OnShutdown:       app.shutdown(cancel),
 		Bind:             []any{app},
 	})
 	cancel()

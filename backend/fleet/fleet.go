@@ -167,3 +167,23 @@ type Backend interface {
 	// stream lives under ctx.
 	ChatStream(ctx context.Context, c Candidate, req *Request) (Stream, error)
 }
+
+// MergeToolCall folds one tool-call delta into the calls so far: deltas
+// with the same Index extend one call, whose name and arguments may arrive
+// in fragments (OpenAI streams); a delta with a new Index starts a call.
+func MergeToolCall(calls []ToolCall, d ToolCall) []ToolCall {
+	for i := range calls {
+		if calls[i].Index == d.Index {
+			if d.ID != "" {
+				calls[i].ID = d.ID
+			}
+			if d.Type != "" {
+				calls[i].Type = d.Type
+			}
+			calls[i].Name += d.Name
+			calls[i].Arguments += d.Arguments
+			return calls
+		}
+	}
+	return append(calls, d)
+}

@@ -86,18 +86,18 @@ type Options struct {
 // usable. Its methods are safe for concurrent use. Whoever opened it closes
 // it with Close.
 type Store struct {
-	db        *sql.DB   // the pool, for queries
-	writer    *sql.Conn // the writer's own connection: it never waits for the pool
+	db     *sql.DB   // the pool, for queries
+	writer *sql.Conn // the writer's own connection: it never waits for the pool
 	// The writer's INSERTs, prepared on the pool so that its transactions
 	// (tx.StmtContext) prepare them once on the writer's connection and
 	// reuse them; a Stmt prepared on a sql.Conn would be prepared again in
 	// every transaction.
 	insertRequest, insertAttempt, insertBreaker *sql.Stmt
-	path      string
-	retention time.Duration
-	batchSize int
-	now       func() time.Time
-	logf      func(string, ...any)
+	path                                        string
+	retention                                   time.Duration
+	batchSize                                   int
+	now                                         func() time.Time
+	logf                                        func(string, ...any)
 
 	afterEnqueue func()                    // test hook, see Options
 	beforeCommit func(records, events int) // test hook, see Options

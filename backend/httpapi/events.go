@@ -116,6 +116,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-s.closing:
+			return // shutting down: an open UI must not hold the server up
 		case e := <-events:
 			err = send(string(e.Type), eventView(e))
 		case <-tick.C:

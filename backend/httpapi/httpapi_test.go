@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/backend/fleet"
@@ -256,5 +258,112 @@ func TestNotFoundInProtocol(t *testing.T) {
 	}
 	if w := do(s, "GET", "/v1/models", "", nil); w.Code != 200 || !strings.Contains(w.Body.String(), `"id":"auto"`) || !strings.Contains(w.Body.String(), `"id":"m1"`) {
 		t.Errorf("/v1/models = %d %s", w.Code, w.Body.String())
+	}
+}
+
+// fragmentBackend streams one tool call in OpenAI-style fragments.
+type fragmentBackend struct{}
+
+func (fragmentBackend) ChatStream(context.Context, fleet.Candidate, *fleet.Request) (fleet.Stream, error) {
+	return &sliceStream{chunks: []fleet.Chunk{
+		{Role: "assistant"},
+		{ToolCalls: []fleet.ToolCall{{Index: 0, ID: "call_1", Type: "function", Name: "get_weather", Arguments: `{"loc`}}},
+		{ToolCalls: []fleet.ToolCall{{Index: 0, Arguments: `ation":"Pa`}}},
+		{ToolCalls: []fleet.ToolCall{{Index: 0, Arguments: `ris"}`}}},
+		{FinishReason: "tool_calls"},
+	}}, nil
+}
+
+func TestOllamaStreamMergesToolCallFragments(t *testing.T) {
+	s := New(Options{Listen: "127.0.0.1:8484", Router: router.New(router.Fleet{
+		Targets:      []router.Target{{Candidate: fleet.Candidate{ID: "m1", Model: "model-1", Enabled: true}, Backend: fragmentBackend{}}},
+		DefaultModel: "m1",
+	}, router.Deps{})})
+	w := do(s, "POST", "/api/chat", `{"model":"auto","messages":[{"role":"user","content":"weather?"}]}`, nil)
+	var calls []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(w.Body.String()), "\n") {
+		var resp struct {
+			Message struct {
+				ToolCalls []struct {
+					Function struct {
+						Name      string         `json:"name"`
+						Arguments map[string]any `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"message"`
+		}
+		if err := json.Unmarshal([]byte(line), &resp); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		for _, c := range resp.Message.ToolCalls {
+			calls = append(calls, map[string]any{"name": c.Function.Name, "args": c.Function.Arguments})
+		}
+	}
+	if len(calls) != 1 || calls[0]["name"] != "get_weather" || calls[0]["args"].(map[string]any)["location"] != "Paris" {
+		t.Errorf("tool calls = %v; want one whole get_weather(location=Paris)\n%s", calls, w.Body.String())
+	}
+}
+
+func TestSetSecurityAppliesAtOnce(t *testing.T) {
+	s, _ := newTestServer(t, Options{})
+	if w := do(s, "GET", "/v1/models", "", nil); w.Code != 200 {
+		t.Fatalf("no key: %d", w.Code)
+	}
+	s.SetSecurity(Security{APIKey: "k", BodyLimit: 16})
+	if w := do(s, "GET", "/v1/models", "", nil); w.Code != 401 {
+		t.Errorf("after a key was added: %d; want 401 at once", w.Code)
+	}
+	if w := do(s, "POST", "/v1/chat/completions", chatBody, map[string]string{"Authorization": "Bearer k"}); w.Code != 413 {
+		t.Errorf("after the body limit shrank: %d; want 413", w.Code)
+	}
+}
+
+func TestOwnOriginOnALANBind(t *testing.T) {
+	s, _ := newTestServer(t, Options{Listen: "0.0.0.0:8484", APIKey: "k"})
+	w := do(s, "POST", "/v1/chat/completions", chatBody, map[string]string{
+		"Host": "192.168.1.5:8484", "Origin": "http://192.168.1.5:8484", "Authorization": "Bearer k"})
+	if w.Code != 200 {
+		t.Errorf("the UI served on the LAN address calling its own API: %d %s", w.Code, w.Body.String())
+	}
+	w = do(s, "POST", "/v1/chat/completions", chatBody, map[string]string{
+		"Host": "192.168.1.5:8484", "Origin": "http://evil.example", "Authorization": "Bearer k"})
+	if w.Code != 403 {
+		t.Errorf("a foreign origin on a LAN bind: %d; want 403", w.Code)
+	}
+}
+
+func TestPreflightEchoesRequestedHeaders(t *testing.T) {
+	s, _ := newTestServer(t, Options{AllowedOrigins: []string{"http://localhost:5173"}})
+	w := do(s, "OPTIONS", "/v1/chat/completions", "", map[string]string{
+		"Origin": "http://localhost:5173", "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os"})
+	if got := w.Header().Get("Access-Control-Allow-Headers"); !strings.Contains(got, "x-stainless-os") {
+		t.Errorf("Allow-Headers = %q; want the headers the client library asked for", got)
+	}
+}
+
+func TestEventsEndOnShutdown(t *testing.T) {
+	s, _ := newTestServer(t, Options{Status: func() any { return map[string]bool{"ok": true} }})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	s.guard.Store(newGuard(strings.TrimPrefix(ts.URL, "http://"), Security{}))
+	resp, err := http.Get(ts.URL + "/switchyard/v1/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make([]byte, 64)
+	if n, _ := resp.Body.Read(first); !strings.HasPrefix(string(first[:n]), "event: status") {
+		t.Fatalf("first event %q", first[:n])
+	}
+	s.BeginShutdown()
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(resp.Body); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("events stream ended with %v; want a clean end", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the events stream kept the server from shutting down")
 	}
 }

@@ -139,7 +139,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.o.Router.Stream(r.Context(), req)
 	if err != nil {
-		failRoute(w, req, err, writeOllamaError)
+		s.failRoute(w, r, req, err, writeOllamaError)
 		return
 	}
 	defer st.Close()
@@ -152,9 +152,16 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var final *api.ChatResponse // held back until the router says the answer is complete
 	var usage *fleet.Usage
+	// Tool calls are sent whole, as Ollama does, once the answer is
+	// complete: an OpenAI-compatible upstream streams them in fragments.
+	var calls []fleet.ToolCall
 	for {
 		ch, err := st.Recv()
 		if err == io.EOF {
+			if len(calls) > 0 {
+				line := ollamaLine(meta.Candidate.Model, &fleet.Chunk{ToolCalls: calls})
+				cw.buf, _ = appendJSONLine(cw.buf, line)
+			}
 			if final == nil {
 				final = &api.ChatResponse{Model: meta.Candidate.Model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: "stop"}
 				final.Message.Role = "assistant"
@@ -179,6 +186,10 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		if ch.Usage != nil {
 			usage = ch.Usage
 		}
+		for _, tc := range ch.ToolCalls {
+			calls = fleet.MergeToolCall(calls, tc)
+		}
+		ch.ToolCalls = nil
 		line := ollamaLine(meta.Candidate.Model, &ch)
 		if ch.FinishReason != "" && !ch.IsFirstToken() {
 			line.Done, line.DoneReason = true, ch.FinishReason
@@ -240,7 +251,7 @@ func (s *Server) ollamaComplete(w http.ResponseWriter, r *http.Request, req *fle
 	start := time.Now()
 	ans, err := s.o.Router.Complete(r.Context(), req)
 	if err != nil {
-		failRoute(w, req, err, writeOllamaError)
+		s.failRoute(w, r, req, err, writeOllamaError)
 		return
 	}
 	routeHeaders(w.Header(), ans.Meta)

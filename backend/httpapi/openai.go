@@ -189,7 +189,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.o.Router.Stream(r.Context(), req)
 	if err != nil {
-		failRoute(w, req, err, writeOpenAIStatus)
+		s.failRoute(w, r, req, err, writeOpenAIStatus)
 		return
 	}
 	defer st.Close()
@@ -371,7 +371,7 @@ type oaUsage struct {
 func (s *Server) openaiComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request) {
 	ans, err := s.o.Router.Complete(r.Context(), req)
 	if err != nil {
-		failRoute(w, req, err, writeOpenAIStatus)
+		s.failRoute(w, r, req, err, writeOpenAIStatus)
 		return
 	}
 	routeHeaders(w.Header(), ans.Meta)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // WebviewOrigins are the origins of the Wails webview (Linux/macOS, and
@@ -15,14 +16,27 @@ var WebviewOrigins = []string{"wails://wails", "http://wails.localhost"}
 // guard applies SPEC 6.3's checks to every request, in order: Host
 // allowlist (DNS rebinding), browser origin, bearer token, body limit.
 type guard struct {
-	hosts   map[string]bool // exact Host values allowed; nil means any (non-loopback bind with a key)
-	origins map[string]bool // browser origins allowed
-	keyHash [32]byte
-	hasKey  bool
+	hosts     map[string]bool // exact Host values allowed; nil means any (non-loopback bind with a key)
+	origins   map[string]bool // browser origins allowed
+	keyHash   [32]byte
+	hasKey    bool
+	bodyLimit int64
 }
 
-func newGuard(listen, apiKey string, allowedOrigins []string) *guard {
-	g := &guard{origins: make(map[string]bool)}
+// Security is what a config reload may change in the checks while the
+// server runs.
+type Security struct {
+	APIKey         string
+	AllowedOrigins []string
+	BodyLimit      int64 // default 4 MiB
+}
+
+func newGuard(listen string, sec Security) *guard {
+	apiKey, allowedOrigins := sec.APIKey, sec.AllowedOrigins
+	g := &guard{origins: make(map[string]bool), bodyLimit: sec.BodyLimit}
+	if g.bodyLimit <= 0 {
+		g.bodyLimit = 4 << 20
+	}
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		host, port = listen, ""
@@ -57,15 +71,19 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func (g *guard) wrap(next http.Handler, bodyLimit int64) http.Handler {
+// wrap applies the guard in force (cur) to every request.
+func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g := cur.Load()
 		if g.hosts != nil && !g.hosts[r.Host] {
 			deny(w, r, http.StatusForbidden, "forbidden host "+quoteOrEmpty(r.Host)+": Switchyard answers only to its loopback address")
 			return
 		}
 		origin := r.Header.Get("Origin")
 		if origin != "" {
-			if !g.origins[origin] {
+			// Its own origin (the UI it served, under the Host that passed
+			// the allowlist above) is always allowed.
+			if !g.origins[origin] && !g.self(origin, r.Host) {
 				deny(w, r, http.StatusForbidden, "origin "+origin+" is not allowed (add it to allowed_origins)")
 				return
 			}
@@ -78,7 +96,11 @@ func (g *guard) wrap(next http.Handler, bodyLimit int64) http.Handler {
 			if r.Method == http.MethodOptions {
 				h := w.Header()
 				h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Switchyard-Client")
+				allow := "Authorization, Content-Type, X-Switchyard-Client"
+				if asked := r.Header.Get("Access-Control-Request-Headers"); asked != "" {
+					allow = asked // an allowed origin may send what its client library sends
+				}
+				h.Set("Access-Control-Allow-Headers", allow)
 				h.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return
@@ -90,7 +112,7 @@ func (g *guard) wrap(next http.Handler, bodyLimit int64) http.Handler {
 			return
 		}
 		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, bodyLimit)
+			r.Body = http.MaxBytesReader(w, r.Body, g.bodyLimit)
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,15 +75,26 @@ type Options struct {
 // Server serves the API. Create it with New; it is safe for concurrent use.
 type Server struct {
 	o        Options
-	guard    *guard
+	guard    atomic.Pointer[guard]
 	handler  http.Handler
 	draining atomic.Bool
+	closing  chan struct{} // closed by BeginShutdown: long-lived event streams end
+	once     sync.Once
+}
+
+// SetSecurity puts new security settings in force for the requests that
+// arrive from now on (a config reload).
+func (s *Server) SetSecurity(sec Security) {
+	s.guard.Store(newGuard(s.o.Listen, sec))
 }
 
 // BeginShutdown marks the server as shutting down: a stream whose context
 // is cancelled from now on is ended with an error event in its protocol
 // instead of silently, since the caller is still there.
-func (s *Server) BeginShutdown() { s.draining.Store(true) }
+func (s *Server) BeginShutdown() {
+	s.draining.Store(true)
+	s.once.Do(func() { close(s.closing) })
+}
 
 // streamErrorText is the message of the error event that ends a committed
 // stream.
@@ -110,7 +122,8 @@ func New(o Options) *Server {
 	if o.Hub == nil {
 		o.Hub = NewHub()
 	}
-	s := &Server{o: o, guard: newGuard(o.Listen, o.APIKey, o.AllowedOrigins)}
+	s := &Server{o: o, closing: make(chan struct{})}
+	s.guard.Store(newGuard(o.Listen, Security{APIKey: o.APIKey, AllowedOrigins: o.AllowedOrigins, BodyLimit: o.BodyLimit}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.openaiChat)
 	mux.HandleFunc("GET /v1/models", s.openaiModels)
@@ -149,7 +162,7 @@ func New(o Options) *Server {
 			files.ServeHTTP(w, r)
 		})
 	}
-	s.handler = s.guard.wrap(mux, o.BodyLimit)
+	s.handler = wrap(&s.guard, mux)
 	return s
 }
 

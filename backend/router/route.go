@@ -576,7 +576,7 @@ func (s *Stream) collect() (*Answer, error) {
 		content.WriteString(ch.Content)
 		thinking.WriteString(ch.Reasoning)
 		for _, tc := range ch.ToolCalls {
-			ans.Message.ToolCalls = mergeToolCall(ans.Message.ToolCalls, tc)
+			ans.Message.ToolCalls = fleet.MergeToolCall(ans.Message.ToolCalls, tc)
 		}
 		if ch.FinishReason != "" {
 			ans.FinishReason = ch.FinishReason
@@ -591,23 +591,4 @@ func (s *Stream) collect() (*Answer, error) {
 	ans.Message.Content = content.String()
 	ans.Message.Thinking = thinking.String()
 	return ans, nil
-}
-
-// mergeToolCall folds one tool-call delta into the calls so far: deltas
-// with the same Index extend one call, whose Arguments arrive in fragments.
-func mergeToolCall(calls []fleet.ToolCall, d fleet.ToolCall) []fleet.ToolCall {
-	for i := range calls {
-		if calls[i].Index == d.Index {
-			if d.ID != "" {
-				calls[i].ID = d.ID
-			}
-			if d.Type != "" {
-				calls[i].Type = d.Type
-			}
-			calls[i].Name += d.Name
-			calls[i].Arguments += d.Arguments
-			return calls
-		}
-	}
-	return append(calls, d)
 }

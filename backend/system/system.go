@@ -490,6 +490,12 @@ func (s *System) WatchReady() <-chan struct{} { return s.watchReady }
 
 // apply puts a valid edited config in force.
 func (s *System) apply(cfg config.Config) error {
+	s.mu.Lock()
+	listen := s.cfg.Listen
+	s.mu.Unlock()
+	if s.o.Addr == "" && cfg.Listen != listen {
+		return fmt.Errorf("listen: changing the address (%s to %s) needs a restart; nothing of this edit was applied", listen, cfg.Listen)
+	}
 	data, _ := os.ReadFile(s.cfgPath)
 	s.mu.Lock()
 	if s.demo != nil {
@@ -500,6 +506,7 @@ func (s *System) apply(cfg config.Config) error {
 		s.source = SourceFile
 	}
 	s.mu.Unlock()
+	s.API.SetSecurity(httpapi.Security{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit})
 	s.Router.Update(s.routerFleet(cfg))
 	s.Poller.Update(cfg.Candidates(s.o.Getenv))
 	s.Monitor.SetPolicy(policy(cfg))

@@ -95,6 +95,20 @@ func TestConfigReload(t *testing.T) {
 	if r.served != "fast-2" || r.err != nil {
 		t.Errorf("after reload served by %s (%v); want fast-2", r.served, r.err)
 	}
+
+	// Security settings apply at once too: adding an api_key locks the API.
+	os.WriteFile(cfgPath, []byte("api_key: s3cret\n"+edited), 0o600)
+	if d := waitConfig(); d["ok"] != true {
+		t.Fatalf("api_key edit: event %v", d)
+	}
+	resp, err := http.Get(h.sys.URL() + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("after adding api_key: GET /v1/models = %d; want 401", resp.StatusCode)
+	}
 }
 
 func TestDemoModeAndStatus(t *testing.T) {
