@@ -149,7 +149,10 @@ func (r *Report) figures() []Figure {
 			Value:   fmt.Sprintf("%d in %.1f s, %d cool-downs of %.0f ms", b.PrimaryRequests, b.RanS, b.CoolDowns, b.OpenDurationMS),
 			Ratio:   fmtRatio(perCool, "per cool-down"),
 			Goal:    "one half-open probe per cool-down",
-			Met:     met(b.PrimaryRequests >= 1 && b.PrimaryRequests <= b.CoolDowns+1 && b.Probed == b.PrimaryRequests),
+			// A probe still running when the time is up reached the primary
+			// but is not among the finished answers: Probed may be one short.
+			Met: met(b.PrimaryRequests >= 1 && b.PrimaryRequests <= b.CoolDowns+1 &&
+				b.Probed <= b.PrimaryRequests && b.PrimaryRequests-b.Probed <= 1),
 		})
 	}
 	if t := r.Throughput; t != nil {
@@ -335,8 +338,15 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 - The load generator, the upstreams and Switchyard share the machine's cores, so CPU that Switchyard spends on a request shows up as latency, and at concurrency 64 every path's latency is mostly queueing for the CPU.
 - The bare proxy reads each request body whole before forwarding it, as Switchyard does: streaming the caller's body through ` + "`httputil.ReverseProxy`" + ` makes about one streamed POST in 300 fail under concurrency on Go 1.26 (the transport closes the upstream connection mid-answer).
 - Failover cost is measured with a breaker that never opens, so every request tries the failing primary first. ` + "`error_event`" + ` arrives when the primary's first token would (after its 1 ms TTFT), so its cost includes that wait. ` + "`hang_first_token`" + ` is reported beyond Switchyard's first-token deadline.
-- Memory: Switchyard, the upstreams and the client share one process, so a path's cost per stream is its growth less the direct path's (the client and the upstream, nothing between). Heap+stack is ` + "`runtime.MemStats`" + ` HeapAlloc+StackInuse after a collection (live memory, what the goal is about); RSS is VmRSS after ` + "`debug.FreeOSMemory`" + `. Each slow upstream holds at most 60 streams, under the 64 connections per upstream host of Switchyard's transport pool. RLIMIT_NOFILE is raised to the hard limit when 4 descriptors per stream do not fit.
+- Memory: Switchyard, the upstreams and the client share one process, so a path's cost per stream is its growth less the direct path's (the client and the upstream, nothing between). Heap+stack is ` + "`runtime.MemStats`" + ` HeapAlloc+StackInuse after a collection (live memory, what the goal is about); RSS is VmRSS after ` + "`debug.FreeOSMemory`" + `. RLIMIT_NOFILE is raised to the hard limit when 4 descriptors per stream do not fit.
 - History: two Switchyards assembled alike from router, API and upstream pool (no metrics or events), one recording into SQLite and one recording nothing, interleaved; "Record" is the time spent inside ` + "`history.Store.Record`" + `, which the router waits for before it ends the response.
+
+Why the missed goals are missed, as far as the profiles tell:
+
+- Overhead at concurrency 1: Switchyard decodes every upstream chunk and encodes it again in the caller's protocol (it must, to find the first real token, to translate between Ollama and OpenAI, and to stop at a truncated stream), routes, and publishes metrics and live events; the bare proxy copies bytes. On a 2-core machine shared with the load generator and the upstreams that CPU is latency. Beyond the first token, the total also pays the history write: the request's record is committed to SQLite before the caller receives the end of its answer, so that no answered request is ever missing from history (a deliberate trade, see the History rows; it never delays a first token).
+- Concurrency 8 and 64: every path queues for the same two cores; Switchyard's overhead is then within about 1.1× of the bare proxy's for TTFT.
+- Throughput: the same extra CPU per request, plus the SQLite writer (about a tenth of the process's CPU in profiles).
+- Memory per stream: with ` + "`net/http`" + ` on both sides a proxied stream costs four goroutines (server connection and its background read, the transport's read and write loops) and four 4 KiB buffers; the bare proxy pays more than Switchyard does. 16 KiB is out of reach without leaving ` + "`net/http`" + `.
 
 `)
 	fmt.Fprintf(&b, "## Results of %s\n\n", r.Started.Format("2006-01-02 15:04 MST"))
