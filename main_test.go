@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs the command line in-process with throwaway XDG directories.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestCommandLine(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("selection:\n  open_duration: soon\n"), 0o600)
+	good := filepath.Join(t.TempDir(), "good.yaml")
+	os.WriteFile(good, []byte("chat:\n  default_model: nobody-home\n  candidates:\n    - {id: nobody-home, provider: ollama, url: \"http://127.0.0.1:1\", model: m}\n"), 0o600)
+
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantOut    string
+		wantErr    string
+		errOneLine bool
+	}{
+		{name: "version", args: []string{"version"}, wantCode: exitOK, wantOut: "switchyard 0."},
+		{name: "help", args: []string{"help"}, wantCode: exitOK, wantOut: "switchyard serve"},
+		{name: "unknown command", args: []string{"frobnicate"}, wantCode: exitUsage, wantErr: `unknown command "frobnicate"`},
+		{name: "serve with a bad flag", args: []string{"serve", "--nope"}, wantCode: exitUsage, wantErr: "flag provided but not defined"},
+		{name: "serve with an invalid config names the key", args: []string{"serve", "--config", bad, "--addr", "127.0.0.1:0"},
+			wantCode: exitError, wantErr: "selection.open_duration", errOneLine: true},
+		{name: "serve refuses a non-loopback address without a key", args: []string{"serve", "--demo", "--addr", "0.0.0.0:0"},
+			wantCode: exitError, wantErr: "set api_key", errOneLine: true},
+		{name: "check an invalid config", args: []string{"check", "--config", bad}, wantCode: exitError, wantErr: "selection.open_duration"},
+		{name: "check without a config", args: []string{"check"}, wantCode: exitOK, wantOut: "the embedded default applies"},
+		{name: "check an unreachable candidate", args: []string{"check", "--config", good}, wantCode: exitUnhealthy, wantOut: "FAIL  nobody-home"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("exit code = %d; want %d\nstdout: %s\nstderr: %s", code, tt.wantCode, out, errOut)
+			}
+			if !strings.Contains(out, tt.wantOut) {
+				t.Errorf("stdout = %q; want it to contain %q", out, tt.wantOut)
+			}
+			if !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("stderr = %q; want it to contain %q", errOut, tt.wantErr)
+			}
+			if tt.errOneLine {
+				if lines := strings.Split(strings.TrimSpace(errOut), "\n"); len(lines) != 1 {
+					t.Errorf("stderr has %d lines; want one clear line:\n%s", len(lines), errOut)
+				}
+			}
+		})
+	}
+}
