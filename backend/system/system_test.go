@@ -506,3 +506,52 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// TestEmbeddedDefaultDiscovers checks SPEC 6.5: with no config file the
+// local Ollama and OpenAI-compatible servers' models become candidates
+// (thinking support from Ollama's /api/show), and the demo fleet starts
+// only when none answers.
+func TestEmbeddedDefaultDiscovers(t *testing.T) {
+	f, err := simfleet.StartFleet([]simfleet.Member{
+		{ID: "ol", Priority: 1, Config: simfleet.Config{Provider: fleet.ProviderOllama, Models: []simfleet.Model{{Name: "qwen3:8b", Thinking: true}, {Name: "llama3.2:3b"}}}},
+		{ID: "vl", Priority: 2, Config: simfleet.Config{Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "Qwen/Qwen3-32B"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	sys, err := New(t.Context(), Options{
+		ConfigHome: dir, DataHome: dir, Addr: "127.0.0.1:0",
+		DiscoverOllama: []string{f.Server("ol").URL(), "http://127.0.0.1:1"},
+		DiscoverOpenAI: []string{f.Server("vl").URL()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	if sys.Source() != SourceDiscovered || sys.Demo() != nil {
+		t.Fatalf("source = %s, demo %v; want discovered", sys.Source(), sys.Demo() != nil)
+	}
+	fl := sys.Router.Fleet()
+	var got []string
+	for _, tg := range fl.Targets {
+		got = append(got, fmt.Sprintf("%s/%s/%v", tg.Candidate.ID, tg.Candidate.Model, tg.Candidate.SupportsThinking))
+	}
+	if len(got) != 3 || fl.DefaultModel == "" || fl.DeepThinkingModel != "qwen3-8b" {
+		t.Errorf("discovered %v default %q deep %q", got, fl.DefaultModel, fl.DeepThinkingModel)
+	}
+	if !strings.Contains(fmt.Sprint(sys.ConfigDoc()), "generated: no config file was found") {
+		t.Error("the config doc does not say it was generated")
+	}
+
+	none, err := New(t.Context(), Options{ConfigHome: dir, DataHome: t.TempDir(), Addr: "127.0.0.1:0",
+		DiscoverOllama: []string{"http://127.0.0.1:1"}, DiscoverOpenAI: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Close()
+	if none.Source() != SourceDemo || none.Demo() == nil {
+		t.Errorf("nothing answering: source = %s; want the demo fleet", none.Source())
+	}
+}
