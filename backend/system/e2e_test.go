@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,36 +39,59 @@ func start(t *testing.T, extra string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	var b strings.Builder
-	fmt.Fprintf(&b, "selection:\n  failure_threshold: 100\n  first_token_timeout: %s\n  deadline_floor: 100ms\n  stall_timeout: 1s\n%s", testFirstToken, extra)
-	b.WriteString("chat:\n  default_model: fast-1\n  candidates:\n")
-	for _, c := range f.Candidates() {
-		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %s, priority: %d, supports_thinking: true}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority)
-	}
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	db := filepath.Join(dir, "history.db")
+	t.Cleanup(f.Close)
+	head := fmt.Sprintf("selection:\n  failure_threshold: 100\n  first_token_timeout: %s\n  deadline_floor: 100ms\n  stall_timeout: 1s\n%s", testFirstToken, extra)
+	cfgPath := fleetConfig(t, f, head, "fast-1", "supports_thinking: true")
+	db := filepath.Join(filepath.Dir(cfgPath), "history.db")
 	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: db, ShutdownGrace: time.Second})
 	if err != nil {
-		f.Close()
 		t.Fatal(err)
 	}
+	h := &harness{sys: sys, fleet: f, db: db}
+	h.stop = runSystem(t, sys)
+	return h
+}
+
+// fleetConfig writes a config file whose candidates are f's servers, in
+// its order, after head (YAML of the other sections), with each candidate
+// line ending in extra (more flow-map keys, or ""). It returns its path, in
+// a fresh temporary directory.
+func fleetConfig(t *testing.T, f *simfleet.Fleet, head, defaultModel, extra string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%schat:\n  default_model: %s\n  candidates:\n", head, defaultModel)
+	for _, c := range f.Candidates() {
+		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %s, priority: %d", c.ID, c.Provider, c.URL, c.Model, c.Priority)
+		if extra != "" {
+			b.WriteString(", " + extra)
+		}
+		b.WriteString("}\n")
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runSystem runs sys until the test ends. The returned stop shuts it down
+// and waits for Run; it is safe to call more than once.
+func runSystem(t *testing.T, sys *System) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sys.Run(ctx) }()
-	h := &harness{sys: sys, fleet: f, db: db}
-	h.stop = func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run() = %v", err)
-		}
-		f.Close()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run() = %v", err)
+			}
+		})
 	}
-	t.Cleanup(h.stop)
-	return h
+	t.Cleanup(stop)
+	return stop
 }
 
 func (h *harness) openai() openai.Client {

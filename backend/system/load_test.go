@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,34 +33,13 @@ import (
 // call more than once and is also a cleanup of t.
 func startOver(t *testing.T, f *simfleet.Fleet, selection, defaultModel string) (*System, func()) {
 	t.Helper()
-	dir := t.TempDir()
-	var b strings.Builder
-	fmt.Fprintf(&b, "selection:\n%schat:\n  default_model: %s\n  candidates:\n", selection, defaultModel)
-	for _, c := range f.Candidates() {
-		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %s, priority: %d, gpus: []}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority)
-	}
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: filepath.Join(dir, "history.db"), ShutdownGrace: time.Second})
+	cfgPath := fleetConfig(t, f, "selection:\n"+selection, defaultModel, "gpus: []")
+	db := filepath.Join(filepath.Dir(cfgPath), "history.db")
+	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: db, ShutdownGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sys.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run() = %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return sys, stop
+	return sys, runSystem(t, sys)
 }
 
 // loopbackClient is an HTTP client for many concurrent streams to one

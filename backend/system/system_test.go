@@ -192,14 +192,8 @@ func TestKill9UnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	dir := t.TempDir()
-	var b strings.Builder
-	b.WriteString("selection:\n  open_duration: 10m\nchat:\n  default_model: fast-1\n  candidates:\n")
-	for _, c := range f.Candidates() {
-		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %s, priority: %d}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority)
-	}
-	cfgPath, db := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "history.db")
-	os.WriteFile(cfgPath, []byte(b.String()), 0o600)
+	cfgPath := fleetConfig(t, f, "selection:\n  open_duration: 10m\n", "fast-1", "")
+	db := filepath.Join(filepath.Dir(cfgPath), "history.db")
 	refuse, _ := simfleet.ParseFault("refuse")
 	f.SetFault("fast-1", refuse) // the primary fails: its breaker opens under load
 
@@ -399,22 +393,12 @@ func TestManyStreamsToOneHealthyServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	dir := t.TempDir()
-	var b strings.Builder
-	b.WriteString("selection:\n  first_token_timeout: 1s\n  deadline_floor: 1s\nchat:\n  default_model: slow\n  candidates:\n")
-	for _, c := range f.Candidates() {
-		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %s, priority: %d}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority)
-	}
-	cfgPath := filepath.Join(dir, "config.yaml")
-	os.WriteFile(cfgPath, []byte(b.String()), 0o600)
-	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: filepath.Join(dir, "h.db")})
+	cfgPath := fleetConfig(t, f, "selection:\n  first_token_timeout: 1s\n  deadline_floor: 1s\n", "slow", "")
+	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: filepath.Join(filepath.Dir(cfgPath), "h.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sys.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runSystem(t, sys)
 
 	const streams = 80
 	var wg sync.WaitGroup
