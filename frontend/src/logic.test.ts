@@ -93,6 +93,20 @@ describe('failoverSummary', () => {
     expect(failoverSummary(r)).toBe('a: skipped (breaker open); b: connection refused → served by c');
   });
 
+  it('leaves out candidates recorded after the one that served', () => {
+    const r = req({
+      is_fallback: true,
+      attempts: [
+        att({ order: 0, candidate: 'a', outcome: 'error', error: 'connection refused' }),
+        att({ order: 1, candidate: 'b', outcome: 'success' }),
+        att({ order: 2, candidate: 'c', outcome: 'skipped_open' }),
+        att({ order: 3, candidate: 'd', outcome: 'demoted', error: 'GPU 0: free 0.6 GiB < 1 GiB' }),
+      ],
+      served_candidate: 'b',
+    });
+    expect(failoverSummary(r)).toBe('a: connection refused → served by b');
+  });
+
   it('ttftText prefers the client measurement and adds the router one', () => {
     expect(ttftText(null, null)).toBe('');
     expect(ttftText(420, null)).toBe('TTFT 420 ms');

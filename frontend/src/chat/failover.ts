@@ -8,11 +8,15 @@ export function attemptReason(a: Attempt): string {
   return `${a.candidate}: ${a.error || humanOutcome(a.outcome)}`;
 }
 
-/** failedAttempts are the attempts that did not serve the request, in order. */
+/**
+ * failedAttempts are the attempts that did not serve the request, in order,
+ * up to the one that served: candidates recorded after it (skipped or
+ * demoted, their turn never came) did not stand in its way.
+ */
 export function failedAttempts(r: RequestRecord): Attempt[] {
-  return [...(r.attempts ?? [])]
-    .sort((a, b) => a.order - b.order)
-    .filter((a) => a.outcome !== 'success' && a.outcome !== 'hedge_lost');
+  const sorted = [...(r.attempts ?? [])].sort((a, b) => a.order - b.order);
+  const served = sorted.findIndex((a) => a.outcome === 'success');
+  return (served < 0 ? sorted : sorted.slice(0, served)).filter((a) => a.outcome !== 'hedge_lost');
 }
 
 /**
