@@ -386,14 +386,14 @@ func TestVRAMPressureDemo(t *testing.T) {
 func TestManyStreamsToOneHealthyServer(t *testing.T) {
 	f, err := simfleet.StartFleet([]simfleet.Member{
 		{ID: "slow", Priority: 1, Config: simfleet.Config{Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "slow"}},
-			TTFT: 100 * time.Millisecond, TokenGap: 60 * time.Millisecond}},
+			TTFT: 100 * time.Millisecond, TokenGap: 120 * time.Millisecond}},
 		{ID: "spare", Priority: 2, Config: simfleet.Config{Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "spare"}}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cfgPath := fleetConfig(t, f, "selection:\n  first_token_timeout: 1s\n  deadline_floor: 1s\n", "slow", "")
+	cfgPath := fleetConfig(t, f, "selection:\n  first_token_timeout: 2s\n  deadline_floor: 2s\n", "slow", "")
 	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: filepath.Join(filepath.Dir(cfgPath), "h.db")})
 	if err != nil {
 		t.Fatal(err)
