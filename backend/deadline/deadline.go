@@ -58,9 +58,10 @@ type Learner struct {
 }
 
 type samples struct {
-	ring []time.Duration // warm TTFTs, oldest overwritten first
-	next int
-	load time.Duration // the longest recent load time seen, decayed on each new one
+	ring  []time.Duration // warm TTFTs, oldest overwritten first
+	next  int
+	load  time.Duration // the longest recent load time seen, decayed on each new one
+	stats *Stats        // percentiles of ring, computed on demand; nil after a change
 }
 
 // New returns a learner without samples.
@@ -80,6 +81,7 @@ func (l *Learner) add(id string, d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.get(id)
+	s.stats = nil
 	if len(s.ring) < l.s.Window {
 		s.ring = append(s.ring, d)
 		return
@@ -124,17 +126,21 @@ type Stats struct {
 	P50, P95, P99 time.Duration
 }
 
-// Stats returns c's warm TTFT percentiles.
+// Stats returns c's warm TTFT percentiles. They are computed once per new
+// sample, not on every call: the router asks for every attempt.
 func (l *Learner) Stats(id string) Stats {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	s, ok := l.by[id]
-	var sorted []time.Duration
-	if ok {
-		sorted = slices.Clone(s.ring)
+	if !ok {
+		return Stats{}
 	}
-	l.mu.Unlock()
-	slices.Sort(sorted)
-	return Stats{N: len(sorted), P50: pct(sorted, 50), P95: pct(sorted, 95), P99: pct(sorted, 99)}
+	if s.stats == nil {
+		sorted := slices.Clone(s.ring)
+		slices.Sort(sorted)
+		s.stats = &Stats{N: len(sorted), P50: pct(sorted, 50), P95: pct(sorted, 95), P99: pct(sorted, 99)}
+	}
+	return *s.stats
 }
 
 // pct is the nearest-rank percentile of sorted.
