@@ -14,11 +14,17 @@ export function loadTheme(): ThemeChoice {
   return 'system';
 }
 
-/** applyTheme sets data-theme on <html> (absent = follow prefers-color-scheme) and saves the choice. */
+const systemDark = () => window.matchMedia?.('(prefers-color-scheme: dark)').matches ?? false;
+
+/**
+ * applyTheme saves the choice and sets data-theme on <html> to the theme in
+ * effect ("system" resolved through prefers-color-scheme), so the stylesheet
+ * keeps one dark palette, keyed on data-theme alone.
+ */
 export function applyTheme(t: ThemeChoice): void {
   const root = document.documentElement;
-  if (t === 'system') delete root.dataset['theme'];
-  else root.dataset['theme'] = t;
+  root.dataset['themeChoice'] = t;
+  root.dataset['theme'] = t === 'system' ? (systemDark() ? 'dark' : 'light') : t;
   try {
     if (t === 'system') localStorage.removeItem(KEY);
     else localStorage.setItem(KEY, t);
@@ -28,23 +34,22 @@ export function applyTheme(t: ThemeChoice): void {
   window.dispatchEvent(new Event('switchyard-theme'));
 }
 
+/** followSystemTheme re-applies a "system" choice when the system's theme changes. */
+export function followSystemTheme(): void {
+  window.matchMedia?.('(prefers-color-scheme: dark)').addEventListener('change', () => {
+    if (document.documentElement.dataset['themeChoice'] === 'system') applyTheme('system');
+  });
+}
+
 /** isDark reports the theme in effect. */
 export function isDark(): boolean {
-  const t = document.documentElement.dataset['theme'];
-  if (t === 'dark') return true;
-  if (t === 'light') return false;
-  return window.matchMedia?.('(prefers-color-scheme: dark)').matches ?? false;
+  return document.documentElement.dataset['theme'] === 'dark';
 }
 
 /** onThemeChange calls fn when the effective theme may have changed. */
 export function onThemeChange(fn: () => void): () => void {
-  const mq = window.matchMedia?.('(prefers-color-scheme: dark)');
-  mq?.addEventListener('change', fn);
   window.addEventListener('switchyard-theme', fn);
-  return () => {
-    mq?.removeEventListener('change', fn);
-    window.removeEventListener('switchyard-theme', fn);
-  };
+  return () => window.removeEventListener('switchyard-theme', fn);
 }
 
 export function nextTheme(t: ThemeChoice): ThemeChoice {
