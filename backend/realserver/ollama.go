@@ -1,0 +1,125 @@
+package realserver
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// OllamaOptions configure an `ollama serve`.
+type OllamaOptions struct {
+	// Env is added to the server's environment, e.g. "OLLAMA_NUM_PARALLEL=1",
+	// "OLLAMA_MAX_QUEUE=1", "OLLAMA_KEEP_ALIVE=0". The test's own OLLAMA_*
+	// variables are never passed on.
+	Env []string
+	// ModelsDir is OLLAMA_MODELS. Default: a new directory in t.TempDir().
+	ModelsDir string
+	// StartTimeout bounds the wait for the server. Default 30s.
+	StartTimeout time.Duration
+}
+
+// Ollama starts `ollama serve` with OLLAMA_HOST on a free port of
+// 127.0.0.1, its own OLLAMA_MODELS and HOME, and waits until it answers
+// GET / with 200. It skips t when there is no ollama; t's Cleanup kills it
+// together with the runners it started.
+func (b *Bundle) Ollama(t testing.TB, o OllamaOptions) *Server {
+	t.Helper()
+	if b.OllamaBin == "" {
+		t.Skip("realserver: ollama not found: set " + EnvDir + " or put ollama on PATH")
+	}
+	dir := t.TempDir()
+	if o.ModelsDir == "" {
+		o.ModelsDir = filepath.Join(dir, "models")
+	}
+	home := filepath.Join(dir, "home")
+	for _, d := range []string{o.ModelsDir, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatalf("realserver: ollama dirs: %v", err)
+		}
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	spec := procSpec{
+		bin:  b.OllamaBin,
+		args: func(int) []string { return []string{"serve"} },
+		env: func(port int) []string {
+			env := cleanEnv("HOME="+home, "OLLAMA_MODELS="+o.ModelsDir,
+				"OLLAMA_HOST=127.0.0.1:"+strconv.Itoa(port))
+			return append(env, o.Env...)
+		},
+		healthPath: "/",
+		timeout:    o.StartTimeout,
+	}
+	s := b.start(t, "ollama", spec, dir)
+	s.ModelsDir = o.ModelsDir
+	s.home = home
+	return s
+}
+
+// Create runs `ollama create NAME -f MODELFILE` against the server (at most
+// two minutes) and fails t when it fails. modelfile is the Modelfile's text;
+// see ChatMLModelfile and ThinkingModelfile.
+func (s *Server) Create(t testing.TB, name, modelfile string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "Modelfile")
+	if err := os.WriteFile(path, []byte(modelfile), 0o644); err != nil {
+		t.Fatalf("realserver: write Modelfile: %v", err)
+	}
+	if out, err := s.CLI(t, 2*time.Minute, "create", name, "-f", path); err != nil {
+		t.Fatalf("realserver: ollama create %s: %v\n%s", name, err, out)
+	}
+}
+
+// CLI runs the ollama command line against the server with the given
+// arguments (e.g. "list", "ps", "show", "tiny"), kills it (and its process
+// group) after timeout, and returns its combined output. `ollama run tiny
+// PROMPT` never ends by itself: the random model writes no end token.
+func (s *Server) CLI(t testing.TB, timeout time.Duration, args ...string) (string, error) {
+	t.Helper()
+	if s.Kind != "ollama" {
+		t.Fatalf("realserver: ollama CLI on a %s", s.Kind)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.bundle.OllamaBin, args...)
+	cmd.Env = cleanEnv("HOME="+s.home, "OLLAMA_HOST="+s.Addr, "TERM=dumb", "NO_COLOR=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// ChatMLModelfile is a Modelfile for a plain (not thinking-capable) model
+// with the ChatML template. gguf must be an absolute path.
+func ChatMLModelfile(gguf string) string {
+	return "FROM " + gguf + `
+TEMPLATE """{{- range .Messages }}<|im_start|>{{ .Role }}
+{{ .Content }}<|im_end|>
+{{ end }}<|im_start|>assistant
+"""
+PARAMETER stop <|im_end|>
+`
+}
+
+// ThinkingModelfile is a Modelfile for a model that Ollama reports as
+// thinking-capable (its template uses .Thinking and .Think). gguf must be an
+// absolute path. The random tiny model never closes <think>, so with
+// thinking on everything lands in message.thinking.
+func ThinkingModelfile(gguf string) string {
+	return "FROM " + gguf + `
+TEMPLATE """{{- range .Messages }}<|im_start|>{{ .Role }}
+{{ if .Thinking }}<think>{{ .Thinking }}</think>
+{{ end }}{{ .Content }}<|im_end|>
+{{ end }}<|im_start|>assistant
+{{ if .Think }}<think>
+{{ end }}"""
+PARAMETER stop <|im_end|>
+`
+}
