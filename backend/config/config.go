@@ -20,6 +20,7 @@
 //	  candidates:
 //	    - load_time: 40s       # expected cold-load time of the model
 //	      size: 20GiB          # size of the model in memory
+//	      parallel: 4          # requests the server runs at once for it
 //
 // Durations use Go syntax ("30s", "720h", "1h30m"); sizes are plain
 // integers (bytes) or a number with a unit: B, KB, MB, GB, TB (powers of
@@ -170,6 +171,12 @@ type Candidate struct {
 	// Size is the model's size in memory, in bytes (YAML size). Default 0:
 	// unknown.
 	Size uint64
+	// Parallel is how many requests the server runs at once for this
+	// model (YAML parallel: llama.cpp's --parallel, OLLAMA_NUM_PARALLEL).
+	// Default 0: as the server reports (llama.cpp's /slots; 1 for Ollama).
+	// A first-token wait while Switchyard has this many requests running
+	// there is a queue, not a failure.
+	Parallel int
 }
 
 // Default returns the configuration in force when a file sets nothing: the
@@ -254,6 +261,7 @@ func (c Candidate) Fleet(getenv func(string) string) fleet.Candidate {
 		Enabled:          c.Enabled,
 		SupportsThinking: c.SupportsThinking,
 		GPUs:             slices.Clone(c.GPUs),
+		Slots:            c.Parallel,
 	}
 	if c.APIKeyEnv != "" && getenv != nil {
 		fc.APIKey = getenv(c.APIKeyEnv)

@@ -248,6 +248,7 @@ func (d *decoder) candidate(path string, n *yaml.Node) Candidate {
 		{"api_key_env", d.str(&c.APIKeyEnv)},
 		{"load_time", d.duration(&c.LoadTime)},
 		{"size", d.size(&c.Size)},
+		{"parallel", d.integer(&c.Parallel)},
 	})
 	c.Provider = fleet.Provider(provider)
 	d.validateCandidate(path, c)
@@ -553,6 +554,9 @@ func (d *decoder) validateCandidate(path string, c Candidate) {
 	}
 	if c.LoadTime < 0 {
 		d.fail(at("load_time"), "must not be negative, got %s", c.LoadTime)
+	}
+	if c.Parallel < 0 {
+		d.fail(at("parallel"), "must not be negative, got %d", c.Parallel)
 	}
 }
 

@@ -99,25 +99,43 @@ func (l *Learner) get(id string) *samples {
 	return s
 }
 
-// Observe implements router.Deadlines: a committed attempt's TTFT is a warm
-// sample unless the attempt was cold or the upstream reported loading the
-// model for it; a reported load time is remembered as the expected one.
-func (l *Learner) Observe(c fleet.Candidate, ttft time.Duration, cold bool, u *fleet.Usage) {
-	loaded := u != nil && u.LoadDuration > 0 && u.LoadDuration > ttft/2
-	if u != nil && u.LoadDuration > 0 {
+// Observe implements router.Deadlines. A committed attempt's TTFT is a
+// warm sample unless the attempt was cold, waited in its server's queue,
+// or the upstream reported loading the model for it. A real load (see
+// realLoad) is remembered as the expected load time; a warm answer's
+// load_duration of a millisecond is not a load and teaches nothing.
+func (l *Learner) Observe(c fleet.Candidate, s fleet.TTFTSample) {
+	loaded := realLoad(s)
+	if loaded {
+		load := s.Usage.LoadDuration
 		l.mu.Lock()
-		s := l.get(c.ID)
-		if u.LoadDuration > s.load {
-			s.load = u.LoadDuration
+		m := l.get(c.ID)
+		if load > m.load {
+			m.load = load
 		} else {
-			s.load = (s.load*3 + u.LoadDuration) / 4
+			m.load = (m.load*3 + load) / 4
 		}
 		l.mu.Unlock()
 	}
-	if ttft <= 0 || cold || loaded {
+	if s.TTFT <= 0 || s.Cold || s.Queued || loaded {
 		return
 	}
-	l.add(c.ID, ttft)
+	l.add(c.ID, s.TTFT)
+}
+
+// MinLoad is the shortest load_duration taken for a real load of a model.
+// Ollama reports a few milliseconds of "load" on every warm answer.
+const MinLoad = 50 * time.Millisecond
+
+// realLoad reports whether s's answer included loading the model: the
+// upstream reported at least MinLoad of loading, and either the attempt
+// was known to be cold or the load took most of its wait for the first
+// token.
+func realLoad(s fleet.TTFTSample) bool {
+	if s.Usage == nil || s.Usage.LoadDuration < MinLoad {
+		return false
+	}
+	return s.Cold || s.Usage.LoadDuration > s.TTFT/2
 }
 
 // Stats are a candidate's learned TTFT percentiles.

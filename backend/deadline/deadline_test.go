@@ -41,7 +41,7 @@ func TestFirstToken(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := New(Settings{Resident: tt.resident, LoadTime: func(fleet.Candidate) time.Duration { return tt.loadTime }})
 			for _, s := range tt.samples {
-				l.Observe(qwen, s, false, nil)
+				l.Observe(qwen, fleet.TTFTSample{TTFT: s})
 			}
 			d, cold := l.FirstToken(qwen, ceiling)
 			if d != tt.want || cold != tt.wantCold {
@@ -62,10 +62,10 @@ func repeat(d time.Duration, n int) []time.Duration {
 func TestColdSamplesAreNotLearnedAsWarm(t *testing.T) {
 	l := New(Settings{})
 	for range 20 {
-		l.Observe(qwen, ms(300), false, nil)
+		l.Observe(qwen, fleet.TTFTSample{TTFT: ms(300)})
 	}
-	l.Observe(qwen, 20*time.Second, true, nil)                                           // the attempt was known cold
-	l.Observe(qwen, 15*time.Second, false, &fleet.Usage{LoadDuration: 14 * time.Second}) // upstream reports a load
+	l.Observe(qwen, fleet.TTFTSample{TTFT: 20 * time.Second, Cold: true})                                          // the attempt was known cold
+	l.Observe(qwen, fleet.TTFTSample{TTFT: 15 * time.Second, Usage: &fleet.Usage{LoadDuration: 14 * time.Second}}) // upstream reports a load
 	if st := l.Stats(qwen.ID); st.N != 20 || st.P99 != ms(300) {
 		t.Errorf("Stats() = %+v; want only the 20 warm samples", st)
 	}
@@ -74,7 +74,7 @@ func TestColdSamplesAreNotLearnedAsWarm(t *testing.T) {
 func TestLearnedLoadTime(t *testing.T) {
 	cold := func(fleet.Candidate) (bool, bool) { return false, true }
 	l := New(Settings{Resident: cold})
-	l.Observe(qwen, 9*time.Second, false, &fleet.Usage{LoadDuration: 8 * time.Second})
+	l.Observe(qwen, fleet.TTFTSample{TTFT: 9 * time.Second, Usage: &fleet.Usage{LoadDuration: 8 * time.Second}})
 	d, isCold := l.FirstToken(qwen, 60*time.Second)
 	if !isCold || d != 60*time.Second+12*time.Second {
 		t.Errorf("FirstToken() = %v, %v; want ceiling + 1.5 × the 8s load", d, isCold)
@@ -84,10 +84,10 @@ func TestLearnedLoadTime(t *testing.T) {
 func TestWindowKeepsTheNewest(t *testing.T) {
 	l := New(Settings{Window: 20})
 	for range 20 {
-		l.Observe(qwen, 10*time.Second, false, nil)
+		l.Observe(qwen, fleet.TTFTSample{TTFT: 10 * time.Second})
 	}
 	for range 20 {
-		l.Observe(qwen, ms(200), false, nil)
+		l.Observe(qwen, fleet.TTFTSample{TTFT: ms(200)})
 	}
 	if st := l.Stats(qwen.ID); st.N != 20 || st.P99 != ms(200) {
 		t.Errorf("Stats() = %+v; want the 20 newest samples only", st)
@@ -108,9 +108,41 @@ func TestHedgeAfter(t *testing.T) {
 		t.Error("HedgeAfter known without samples")
 	}
 	for i := range 100 {
-		l.Observe(qwen, ms(i+1), false, nil)
+		l.Observe(qwen, fleet.TTFTSample{TTFT: ms(i + 1)})
 	}
 	if d, ok := l.HedgeAfter(qwen); !ok || d != ms(95) {
 		t.Errorf("HedgeAfter() = %v, %v; want the p95, 95ms", d, ok)
+	}
+}
+
+// A warm answer reports a millisecond of load_duration; averaging it in
+// made the load allowance of a 300 ms cold load fall to ~16 ms, too short
+// for the next cold start (docs/DESIGN.md, "First-token deadlines").
+func TestWarmAnswersDoNotTeachLoadTime(t *testing.T) {
+	cold := func(fleet.Candidate) (bool, bool) { return false, true }
+	l := New(Settings{Resident: cold})
+	l.Observe(qwen, fleet.TTFTSample{TTFT: ms(350), Cold: true, Usage: &fleet.Usage{LoadDuration: ms(300)}})
+	for range 30 {
+		l.Observe(qwen, fleet.TTFTSample{TTFT: ms(20), Usage: &fleet.Usage{LoadDuration: ms(1)}})
+	}
+	d, isCold := l.FirstToken(qwen, 2*time.Second)
+	// 30 warm samples: the warm deadline is the 2 s floor; plus 1.5 × the
+	// one real load.
+	if want := 2*time.Second + ms(450); !isCold || d != want {
+		t.Errorf("FirstToken() = %v, %v; want %v (warm deadline + 1.5 × the real 300 ms load)", d, isCold, want)
+	}
+}
+
+// A wait in the server's queue is no sample of its speed.
+func TestQueuedSamplesAreNotLearned(t *testing.T) {
+	l := New(Settings{})
+	for range 20 {
+		l.Observe(qwen, fleet.TTFTSample{TTFT: ms(300)})
+	}
+	for range 10 {
+		l.Observe(qwen, fleet.TTFTSample{TTFT: 40 * time.Second, Queued: true})
+	}
+	if st := l.Stats(qwen.ID); st.N != 20 || st.P99 != ms(300) {
+		t.Errorf("Stats() = %+v; want the 20 unqueued samples only", st)
 	}
 }

@@ -62,7 +62,7 @@ func StartSwitchyard(ctx context.Context, s Setup) (_ *Switchyard, err error) {
 	}
 	fmt.Fprintf(&cfg, "chat:\n  default_model: %s\n  candidates:\n", s.DefaultModel)
 	for _, c := range s.Candidates {
-		fmt.Fprintf(&cfg, "    - {id: %s, provider: %s, url: %q, model: %q, priority: %d}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority)
+		fmt.Fprintf(&cfg, "    - {id: %s, provider: %s, url: %q, model: %q, priority: %d, parallel: %d}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority, c.Slots)
 	}
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {

@@ -26,6 +26,14 @@ var (
 	ErrUnknownModel = errors.New("unknown model")
 	// ErrNoCandidates: no enabled candidate can serve the request.
 	ErrNoCandidates = errors.New("no candidate can serve this request")
+	// ErrModelOutput matches a failure that says the server could not make
+	// an answer of what the model produced for this request: llama.cpp's
+	// "The model produced output that does not match the expected ...
+	// format", or an Ollama answer that ends without done:true and without
+	// an error, which is how Ollama hides the same failure. It is the
+	// request's failure, not the server's (docs/DESIGN.md, "Whose fault is
+	// it"). Adapters set it; see StatusError.Output and EventError.Output.
+	ErrModelOutput = errors.New("the server could not parse the model's output for this request")
 )
 
 // StatusError is an HTTP error status answered by an upstream before any
@@ -38,7 +46,22 @@ type StatusError struct {
 	Busy bool
 	// RetryAfter is the upstream's Retry-After, zero when absent.
 	RetryAfter time.Duration
+	// Loading is set by the adapter when the server is still loading the
+	// model (llama.cpp's 503 "Loading model"): not a failure, and over as
+	// soon as the server says it is healthy (docs/DESIGN.md, "Busy is not
+	// dead").
+	Loading bool
+	// Unsupported names what the request asked for that the model can't
+	// do, when the server said so ("thinking": Ollama's 400 "does not
+	// support thinking"). The router should have known; it moves on.
+	Unsupported string
+	// Output is set by the adapter when the server says the model's output
+	// could not be parsed: the error then matches ErrModelOutput.
+	Output bool
 }
+
+// Is makes a StatusError with Output match ErrModelOutput.
+func (e *StatusError) Is(target error) bool { return e.Output && target == ErrModelOutput }
 
 func (e *StatusError) Error() string {
 	if e.Message == "" {
@@ -53,9 +76,15 @@ func (e *StatusError) Error() string {
 type EventError struct {
 	Message string
 	Code    string // as the upstream sent it (string or number), may be empty
+	// Output is set by the adapter when the server says the model's output
+	// could not be parsed: the error then matches ErrModelOutput.
+	Output bool
 }
 
 func (e *EventError) Error() string { return "upstream error event: " + e.Message }
+
+// Is makes an EventError with Output match ErrModelOutput.
+func (e *EventError) Is(target error) bool { return e.Output && target == ErrModelOutput }
 
 // MalformedError is upstream output that does not parse as its wire format.
 type MalformedError struct {
@@ -82,14 +111,25 @@ const (
 	// ClassBusy: the candidate is overloaded; skip it and back it off
 	// without counting a breaker failure.
 	ClassBusy
-	// ClassNotRetryable: the request itself is wrong (400, 413, 422) and
-	// would fail anywhere; return it to the caller at once.
+	// ClassNotRetryable: the request itself is wrong (a 4xx other than
+	// 401, 403, 404, 408, 409, 425 and 429) and would fail anywhere;
+	// return it to the caller at once.
 	ClassNotRetryable
 	// ClassAuth: 401/403, a configuration problem; return at once, shown
 	// loudly, never counted.
 	ClassAuth
 	// ClassAbort: the caller went away.
 	ClassAbort
+	// ClassLoading: the server is loading the model; skip it without
+	// counting a failure until it is ready.
+	ClassLoading
+	// ClassConfig: the candidate does not serve its model (404): a fault
+	// of the configuration, not of the server. Skip it, show it loudly,
+	// never count it.
+	ClassConfig
+	// ClassUnsupported: the model can't do what the request asks (for
+	// example thinking); a routing mistake, so try the next candidate.
+	ClassUnsupported
 )
 
 func (c Class) String() string {
@@ -104,6 +144,12 @@ func (c Class) String() string {
 		return "auth"
 	case ClassAbort:
 		return "client_abort"
+	case ClassLoading:
+		return "loading"
+	case ClassConfig:
+		return "config"
+	case ClassUnsupported:
+		return "unsupported"
 	}
 	return fmt.Sprintf("Class(%d)", int(c))
 }
@@ -124,16 +170,28 @@ func Classify(callerCtx context.Context, err error) Class {
 }
 
 func classifyStatus(se *StatusError) Class {
-	if se.Busy {
+	switch {
+	case se.Busy:
 		return ClassBusy
+	case se.Loading:
+		return ClassLoading
+	case se.Unsupported != "":
+		return ClassUnsupported
 	}
 	switch se.StatusCode {
-	case 400, 413, 422:
-		return ClassNotRetryable
 	case 401, 403:
 		return ClassAuth
+	case 404:
+		return ClassConfig
 	case 429:
 		return ClassBusy
+	case 408, 409, 425:
+		return ClassTransient
+	}
+	if se.StatusCode >= 400 && se.StatusCode < 500 {
+		// The upstream says the request itself is wrong (400, 413, 422,
+		// ...): it would fail anywhere.
+		return ClassNotRetryable
 	}
 	return ClassTransient
 }

@@ -32,8 +32,15 @@ type Candidate struct {
 	Priority         int    // lower is tried earlier
 	Enabled          bool
 	SupportsThinking bool
-	GPUs             []int  // local GPU indexes it runs on; nil means "all local GPUs" for a local endpoint
-	APIKey           string // resolved upstream key, never logged
+	// ThinkLevels: the model takes a reasoning level ("low", "medium",
+	// "high") rather than on/off (gpt-oss); other models are sent true.
+	ThinkLevels bool
+	GPUs        []int  // local GPU indexes it runs on; nil means "all local GPUs" for a local endpoint
+	APIKey      string // resolved upstream key, never logged
+	// Slots is how many requests the server runs at once, as configured;
+	// 0 means as the server itself reports (llama.cpp's /slots), else
+	// unknown.
+	Slots int
 	// Local reports whether URL points at this machine (loopback).
 	Local bool
 }
@@ -94,7 +101,7 @@ const (
 )
 
 // Request is one chat request as the router sees it, whatever protocol it
-// arrived in. Adapters read it and never modify it.
+// arrived in. The router and the adapters read it and never modify it.
 type Request struct {
 	ID       string   // Switchyard's request id
 	Protocol Protocol // how the caller reached us
@@ -104,6 +111,10 @@ type Request struct {
 	Options  Options
 	// Thinking is true when the caller asked for reasoning.
 	Thinking bool
+	// NoThinking is true when the caller turned reasoning off explicitly
+	// (Ollama think:false, OpenAI reasoning_effort "none"): models that
+	// think by default must be told.
+	NoThinking bool
 	// ThinkLevel is the requested effort ("low", "medium", "high") or ""
 	// for plain on/off.
 	ThinkLevel string
@@ -140,6 +151,18 @@ type Usage struct {
 	// LoadDuration is the time the upstream spent loading the model for
 	// this request (Ollama's load_duration), zero when unknown.
 	LoadDuration time.Duration
+}
+
+// TTFTSample is what a committed attempt tells the first-token deadline
+// learner.
+type TTFTSample struct {
+	TTFT time.Duration // from the attempt's start to its first token
+	// Cold: the attempt's deadline allowed for loading the model.
+	Cold bool
+	// Queued: the server was full when the attempt started, so TTFT
+	// includes a wait in its queue and is no sample of its speed.
+	Queued bool
+	Usage  *Usage // what the upstream reported at the end, nil when unknown
 }
 
 // Stream is one upstream answer, read chunk by chunk like an io.Reader.

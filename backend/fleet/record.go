@@ -23,6 +23,63 @@ const (
 	OutcomeDemoted Outcome = "demoted"
 )
 
+// Fault says whose fault an attempt's failure was (docs/DESIGN.md, "Whose
+// fault is it"). Only FaultServer counts against the candidate's breaker.
+type Fault string
+
+const (
+	// FaultNone: the attempt did not fail (success, demoted, skipped, lost
+	// a hedge).
+	FaultNone Fault = ""
+	// FaultServer: the candidate failed; counted on its breaker.
+	FaultServer Fault = "server"
+	// FaultBusy: the server said it is overloaded (429, 503 busy).
+	FaultBusy Fault = "busy"
+	// FaultQueued: no first token in time while the server was busy with
+	// other requests: the attempt waited in its queue.
+	FaultQueued Fault = "queued"
+	// FaultLoading: the server was loading the model.
+	FaultLoading Fault = "loading"
+	// FaultRequest: the request's own fault: the upstream said so (4xx),
+	// it failed the same way on a second candidate, or the answer was
+	// legitimately empty.
+	FaultRequest Fault = "request"
+	// FaultConfig: Switchyard's configuration is wrong for the candidate:
+	// its model is not found (404) or its credentials are refused.
+	FaultConfig Fault = "config"
+	// FaultCapability: the model can't do what the request asks (thinking
+	// on a model without it): a routing mistake.
+	FaultCapability Fault = "capability"
+	// FaultClient: the caller went away.
+	FaultClient Fault = "client"
+)
+
+// Failure says why a request got no answer; the edge turns it into the
+// caller's protocol (an HTTP status and an error body).
+type Failure string
+
+const (
+	// FailureNone: the request was answered (or failed after commit).
+	FailureNone Failure = ""
+	// FailureUnknownModel: the caller named a model that is neither a
+	// candidate nor an alias.
+	FailureUnknownModel Failure = "unknown_model"
+	// FailureNoCandidates: no enabled candidate can serve the request.
+	FailureNoCandidates Failure = "no_candidates"
+	// FailureUnavailable: every candidate failed, was busy or was skipped.
+	FailureUnavailable Failure = "unavailable"
+	// FailureRejected: an upstream refused the request as wrong (its 4xx,
+	// kept in the record's attempts).
+	FailureRejected Failure = "rejected"
+	// FailureRequest: the request failed the same way on two candidates:
+	// it is the request's fault, not the servers'.
+	FailureRequest Failure = "request"
+	// FailureUpstreamAuth: an upstream refused Switchyard's credentials.
+	FailureUpstreamAuth Failure = "upstream_auth"
+	// FailureClientGone: the caller went away before the answer.
+	FailureClientGone Failure = "client_gone"
+)
+
 // Status is how a whole request ended (SPEC 5, requests.status).
 type Status string
 
@@ -56,6 +113,9 @@ type Attempt struct {
 	Deadline   time.Duration `json:"deadline_ns"` // first-token deadline it ran under, 0 if never started
 	TTFT       time.Duration `json:"ttft_ns"`     // 0 when no first token
 	Duration   time.Duration `json:"duration_ns"`
+	// Fault says whose fault a failure was; FaultNone for an attempt
+	// that did not fail.
+	Fault Fault `json:"fault,omitempty"`
 	// Cold is true when the deadline included an expected load time.
 	Cold    bool        `json:"cold,omitempty"`
 	Demoted bool        `json:"demoted,omitempty"`
@@ -64,18 +124,21 @@ type Attempt struct {
 
 // RequestRecord is the history record of one request, written when it ends.
 type RequestRecord struct {
-	ID               string        `json:"id"`
-	StartedAt        time.Time     `json:"started_at"`
-	Protocol         Protocol      `json:"protocol"`
-	Stream           bool          `json:"stream"`
-	Thinking         bool          `json:"thinking"`
-	RequestedModel   string        `json:"requested_model"`
-	ServedCandidate  string        `json:"served_candidate,omitempty"`
-	ServedModel      string        `json:"served_model,omitempty"`
-	IsFallback       bool          `json:"is_fallback"`
-	Status           Status        `json:"status"`
-	HTTPStatus       int           `json:"http_status,omitempty"`
-	Error            string        `json:"error,omitempty"`
+	ID              string    `json:"id"`
+	StartedAt       time.Time `json:"started_at"`
+	Protocol        Protocol  `json:"protocol"`
+	Stream          bool      `json:"stream"`
+	Thinking        bool      `json:"thinking"`
+	RequestedModel  string    `json:"requested_model"`
+	ServedCandidate string    `json:"served_candidate,omitempty"`
+	ServedModel     string    `json:"served_model,omitempty"`
+	IsFallback      bool      `json:"is_fallback"`
+	Status          Status    `json:"status"`
+	HTTPStatus      int       `json:"http_status,omitempty"`
+	Error           string    `json:"error,omitempty"`
+	// Failure says why the request got no answer, FailureNone when it got
+	// one.
+	Failure          Failure       `json:"failure,omitempty"`
 	TTFT             time.Duration `json:"ttft_ns"` // as the caller saw it, 0 when none
 	Latency          time.Duration `json:"latency_ns"`
 	PromptTokens     int           `json:"prompt_tokens,omitempty"`

@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,6 +49,10 @@ func (s PollerSettings) withDefaults() PollerSettings {
 	}
 	return s
 }
+
+// LoadingInterval is how often a server that is loading its model is
+// polled, so that it is back in routing soon after it has loaded.
+const LoadingInterval = 500 * time.Millisecond
 
 // Poller polls the server behind each candidate for what it reports about
 // itself, never on the request path: Ollama's resident models (/api/ps),
@@ -115,6 +120,8 @@ type endpoint struct {
 type report struct {
 	at  time.Time
 	err error // the poll failed: nothing below is known
+
+	loading bool // the server answered 503 "Loading model" (llama.cpp)
 
 	ollama  bool // /api/ps answered: running lists every resident model
 	running []ollama.Running
@@ -230,9 +237,13 @@ func (p *Poller) pollOne(ctx context.Context, ep *endpoint) {
 	}
 	rep.at = p.s.Now()
 	ep.report.Store(rep)
-	if rep.err != nil {
+	switch {
+	case rep.loading:
+		// Back in routing as soon as it has loaded: look often.
+		ep.interval = min(p.s.Interval, LoadingInterval)
+	case rep.err != nil:
 		ep.interval = min(max(ep.interval, p.s.Interval)*2, p.s.MaxInterval)
-	} else {
+	default:
 		ep.interval = p.s.Interval
 	}
 	ep.next = rep.at.Add(ep.interval)
@@ -256,6 +267,9 @@ func (p *Poller) fetch(ctx context.Context, ep *endpoint) *report {
 	found, err := p.get(ctx, ep, root+"/metrics", func(body io.Reader) error {
 		return scrapeProm(body, wantMetric, rep.add)
 	})
+	if loading(err) {
+		return &report{loading: true}
+	}
 	if err != nil {
 		return &report{err: err}
 	}
@@ -280,10 +294,20 @@ func (p *Poller) fetch(ctx context.Context, ep *endpoint) *report {
 		rep.llama = llama
 		return nil
 	})
+	if loading(err) {
+		return &report{loading: true}
+	}
 	if err != nil {
 		return &report{err: err}
 	}
 	return rep
+}
+
+// loading reports whether a poll failed because the server is still
+// loading its model.
+func loading(err error) bool {
+	var se *fleet.StatusError
+	return errors.As(err, &se) && se.Loading
 }
 
 // wantMetric accepts the series the poller reads.
@@ -445,12 +469,6 @@ func (p *Poller) lookup(c fleet.Candidate) (*endpoint, *report) {
 	return ep, ep.report.Load()
 }
 
-// sameModel reports whether an Ollama model name from /api/ps names model:
-// "qwen3" is "qwen3:latest".
-func sameModel(listed, model string) bool {
-	return listed == model || listed == model+":latest" || model == listed+":latest"
-}
-
 // Residency reports whether c's model is loaded, from its Ollama server's
 // latest /api/ps: known is false for other providers, before the first
 // poll, and while polls fail. It does no I/O; deadline.Settings.Resident
@@ -461,7 +479,7 @@ func (p *Poller) Residency(c fleet.Candidate) (resident, known bool) {
 		return false, false
 	}
 	for _, r := range rep.running {
-		if sameModel(r.Name, c.Model) {
+		if fleet.SameModel(r.Name, c.Model) {
 			return true, true
 		}
 	}
@@ -480,7 +498,7 @@ func (p *Poller) SeenSize(c fleet.Candidate) uint64 {
 		return 0
 	}
 	for name, size := range *sizes {
-		if sameModel(name, c.Model) {
+		if fleet.SameModel(name, c.Model) {
 			return size
 		}
 	}
@@ -488,9 +506,10 @@ func (p *Poller) SeenSize(c fleet.Candidate) uint64 {
 }
 
 // Pressure returns the reading that puts c under pressure by its server's
-// own report, nil when none: an Ollama model partly or wholly in host
-// memory (size_vram < size), a vLLM KV cache fuller than pol.KVCacheAbove,
-// llama.cpp requests deferred or every slot busy. It does no I/O.
+// own report, nil when none: an Ollama model that spilled from the GPU
+// into host memory (0 < size_vram < size; a model that runs on the CPU by
+// design, size_vram 0, is not under memory pressure), or a vLLM KV cache
+// fuller than pol.KVCacheAbove. It does no I/O.
 func (p *Poller) Pressure(c fleet.Candidate, pol Policy) *fleet.GPUReading {
 	pol = pol.withDefaults()
 	_, rep := p.lookup(c)
@@ -499,16 +518,12 @@ func (p *Poller) Pressure(c fleet.Candidate, pol Policy) *fleet.GPUReading {
 	}
 	if rep.ollama {
 		for _, r := range rep.running {
-			if !sameModel(r.Name, c.Model) || r.SizeVRAM >= r.Size {
+			if !fleet.SameModel(r.Name, c.Model) || r.SizeVRAM <= 0 || r.SizeVRAM >= r.Size {
 				continue
 			}
-			inVRAM := uint64(max(r.SizeVRAM, 0))
-			reason := fmt.Sprintf("%s spilled to CPU: %.1f of %s in VRAM", c.Model, float64(inVRAM)/gib, gibs(uint64(r.Size)))
-			if inVRAM == 0 {
-				reason = fmt.Sprintf("%s runs on CPU: none of %s in VRAM", c.Model, gibs(uint64(r.Size)))
-			}
 			return &fleet.GPUReading{
-				GPU: -1, Source: SourceOllamaPS, UsedBytes: inVRAM, TotalBytes: uint64(r.Size), Reason: reason,
+				GPU: -1, Source: SourceOllamaPS, UsedBytes: uint64(r.SizeVRAM), TotalBytes: uint64(r.Size),
+				Reason: fmt.Sprintf("%s spilled to CPU: %.1f of %s in VRAM", c.Model, float64(r.SizeVRAM)/gib, gibs(uint64(r.Size))),
 			}
 		}
 		return nil
@@ -520,15 +535,50 @@ func (p *Poller) Pressure(c fleet.Candidate, pol Policy) *fleet.GPUReading {
 		}
 		return &fleet.GPUReading{GPU: -1, Source: SourceVLLMMetrics, Reason: reason}
 	}
-	if l := rep.llama; l != nil {
-		switch {
-		case l.deferred > 0:
-			return &fleet.GPUReading{GPU: -1, Source: SourceLlamaCPP,
-				Reason: "llama.cpp: " + strconv.FormatFloat(l.deferred, 'f', -1, 64) + " requests deferred"}
-		case l.slots > 0 && l.busy >= l.slots:
-			return &fleet.GPUReading{GPU: -1, Source: SourceLlamaCPP,
-				Reason: fmt.Sprintf("llama.cpp: all %d slots busy", l.slots)}
-		}
-	}
 	return nil
+}
+
+// OllamaSlots is how many requests an Ollama server is taken to run at
+// once per model: OLLAMA_NUM_PARALLEL's default. A candidate's parallel
+// setting overrides it.
+const OllamaSlots = 1
+
+// Slots returns how many requests c's server runs at once, as far as its
+// reports tell: llama.cpp's number of slots, OllamaSlots for Ollama; 0
+// when unknown. It does no I/O.
+func (p *Poller) Slots(c fleet.Candidate) int {
+	if c.Provider == fleet.ProviderOllama {
+		return OllamaSlots
+	}
+	_, rep := p.lookup(c)
+	if rep == nil || rep.llama == nil {
+		return 0
+	}
+	return rep.llama.slots
+}
+
+// Waiting reports whether c's server says requests wait for it: llama.cpp
+// requests deferred or every slot busy, vLLM requests waiting. It does no
+// I/O.
+func (p *Poller) Waiting(c fleet.Candidate) bool {
+	_, rep := p.lookup(c)
+	if rep == nil || rep.err != nil {
+		return false
+	}
+	if l := rep.llama; l != nil && (l.deferred > 0 || l.slots > 0 && l.busy >= l.slots) {
+		return true
+	}
+	g, ok := rep.gauges(c.Model)
+	return ok && g.waiting > 0
+}
+
+// Loading reports whether c's server said at its last poll (at) that it is
+// loading its model; known is false before the first poll, for servers
+// that never say (Ollama), and while polls fail. It does no I/O.
+func (p *Poller) Loading(c fleet.Candidate) (loading bool, at time.Time, known bool) {
+	_, rep := p.lookup(c)
+	if rep == nil || rep.err != nil || rep.ollama {
+		return false, time.Time{}, false
+	}
+	return rep.loading, rep.at, rep.loading || rep.llama != nil
 }

@@ -222,27 +222,30 @@ func TestPollerLlamaCPP(t *testing.T) {
 		base    string // the candidate's URL path
 		answers map[string]answer
 		paths   []string
-		want    string
+		slots   int
+		waiting bool
+		loading bool
 	}{{
 		name:    "metrics off, all slots busy",
 		answers: map[string]answer{"/slots": {200, "[" + slot(true) + "," + slot(true) + "]"}},
 		paths:   []string{"/metrics", "/slots"},
-		want:    "llama.cpp: all 2 slots busy",
+		slots:   2, waiting: true,
 	}, {
 		name:    "a slot free",
 		answers: map[string]answer{"/slots": {200, "[" + slot(true) + "," + slot(false) + "]"}},
 		paths:   []string{"/metrics", "/slots"},
+		slots:   2,
 	}, {
 		name:    "old slots with state",
 		answers: map[string]answer{"/slots": {200, `[{"id":0,"state":1},{"id":1,"state":1}]`}},
 		paths:   []string{"/metrics", "/slots"},
-		want:    "llama.cpp: all 2 slots busy",
+		slots:   2, waiting: true,
 	}, {
 		name: "metrics on: deferred requests",
 		answers: map[string]answer{"/metrics": {200, "# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 3\nllamacpp:requests_processing 4\n"},
 			"/slots": {200, "[" + slot(false) + "]"}},
-		paths: []string{"/metrics"},
-		want:  "llama.cpp: 3 requests deferred",
+		paths:   []string{"/metrics"},
+		waiting: true,
 	}, {
 		name:    "metrics on, nothing deferred",
 		answers: map[string]answer{"/metrics": {200, "llamacpp:requests_deferred 0\n"}},
@@ -256,7 +259,12 @@ func TestPollerLlamaCPP(t *testing.T) {
 		base:    "/llama",
 		answers: map[string]answer{"/llama/slots": {200, "[" + slot(true) + "]"}},
 		paths:   []string{"/llama/metrics", "/llama/slots"},
-		want:    "llama.cpp: all 1 slots busy",
+		slots:   1, waiting: true,
+	}, {
+		name:    "loading its model",
+		answers: map[string]answer{"/metrics": {503, `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`}},
+		paths:   []string{"/metrics"},
+		loading: true,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -268,12 +276,17 @@ func TestPollerLlamaCPP(t *testing.T) {
 			c.APIKey = "sk-local"
 			p, clk := newTestPoller(t, c)
 			p.Poll(t.Context())
-			got := p.Pressure(c, Policy{})
-			switch {
-			case tt.want == "" && got != nil:
-				t.Errorf("Pressure() = %+v; want nil", got)
-			case tt.want != "" && (got == nil || got.Reason != tt.want || got.Source != "llamacpp"):
-				t.Errorf("Pressure() = %+v; want llamacpp %q", got, tt.want)
+			if got := p.Pressure(c, Policy{}); got != nil {
+				t.Errorf("Pressure() = %+v; want nil: a full llama.cpp queues, its memory is fine", got)
+			}
+			if got := p.Slots(c); got != tt.slots {
+				t.Errorf("Slots() = %d; want %d", got, tt.slots)
+			}
+			if got := p.Waiting(c); got != tt.waiting {
+				t.Errorf("Waiting() = %v; want %v", got, tt.waiting)
+			}
+			if got, at, _ := p.Loading(c); got != tt.loading || at.IsZero() {
+				t.Errorf("Loading() = %v at %v; want %v at the poll", got, at, tt.loading)
 			}
 			if paths := srv.paths(); !slices.Equal(paths, tt.paths) {
 				t.Errorf("requests = %q; want %q", paths, tt.paths)

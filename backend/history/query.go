@@ -43,10 +43,10 @@ type Filter struct {
 
 const requestColumns = `id, started_at, protocol, stream, thinking, requested_model,
 	served_candidate, served_model, is_fallback, status, http_status, error, ttft_ms,
-	latency_ms, prompt_tokens, completion_tokens`
+	latency_ms, prompt_tokens, completion_tokens, failure`
 
 const attemptColumns = `request_id, ord, candidate, outcome, error, http_status,
-	started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading`
+	started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading, fault`
 
 // Requests returns the requests f selects, newest first, each with its
 // attempts. It runs two queries whatever the page size: one for the
@@ -128,11 +128,12 @@ func (s *Store) requests(ctx context.Context, q string, args ...any) ([]fleet.Re
 			r                                fleet.RequestRecord
 			started, latency                 int64
 			served, servedModel, errText     sql.Null[string]
+			failure                          sql.Null[string]
 			httpStatus, ttft, prompt, answer sql.Null[int64]
 		)
 		err := rows.Scan(&r.ID, &started, &r.Protocol, &r.Stream, &r.Thinking, &r.RequestedModel,
 			&served, &servedModel, &r.IsFallback, &r.Status, &httpStatus, &errText, &ttft,
-			&latency, &prompt, &answer)
+			&latency, &prompt, &answer, &failure)
 		if err != nil {
 			return nil, err
 		}
@@ -141,6 +142,7 @@ func (s *Store) requests(ctx context.Context, q string, args ...any) ([]fleet.Re
 		r.ServedModel = servedModel.V
 		r.HTTPStatus = int(httpStatus.V)
 		r.Error = errText.V
+		r.Failure = fleet.Failure(failure.V)
 		r.TTFT = millis(ttft.V)
 		r.Latency = millis(latency)
 		r.PromptTokens = int(prompt.V)
@@ -173,15 +175,16 @@ func (s *Store) attachAttempts(ctx context.Context, recs []fleet.RequestRecord) 
 		var (
 			a                         fleet.Attempt
 			deadline, duration        int64
-			errText, reading          sql.Null[string]
+			errText, reading, fault   sql.Null[string]
 			httpStatus, started, ttft sql.Null[int64]
 		)
 		err := rows.Scan(&a.RequestID, &a.Order, &a.Candidate, &a.Outcome, &errText, &httpStatus,
-			&started, &deadline, &ttft, &duration, &a.Cold, &a.Demoted, &reading)
+			&started, &deadline, &ttft, &duration, &a.Cold, &a.Demoted, &reading, &fault)
 		if err != nil {
 			return fmt.Errorf("attempts: %w", err)
 		}
 		a.Error = errText.V
+		a.Fault = fleet.Fault(fault.V)
 		a.HTTPStatus = int(httpStatus.V)
 		if started.Valid {
 			a.StartedAt = fromMillis(started.V)

@@ -98,7 +98,7 @@ func newPending(r fleet.RequestRecord) (pending, error) {
 			r.ID, r.StartedAt.UnixMilli(), string(r.Protocol), flag(r.Stream), flag(r.Thinking),
 			r.RequestedModel, orNull(r.ServedCandidate), orNull(r.ServedModel), flag(r.IsFallback),
 			string(r.Status), orNull(r.HTTPStatus), orNull(r.Error), millisOrNull(r.TTFT),
-			r.Latency.Milliseconds(), orNull(r.PromptTokens), orNull(r.CompletionTokens),
+			r.Latency.Milliseconds(), orNull(r.PromptTokens), orNull(r.CompletionTokens), orNull(string(r.Failure)),
 		},
 		attempts: make([][]any, len(r.Attempts)),
 		done:     make(chan error, 1),
@@ -118,7 +118,7 @@ func newPending(r fleet.RequestRecord) (pending, error) {
 		p.attempts[i] = []any{
 			r.ID, i, a.Candidate, string(a.Outcome), orNull(a.Error), orNull(a.HTTPStatus),
 			started, a.Deadline.Milliseconds(), millisOrNull(a.TTFT), a.Duration.Milliseconds(),
-			flag(a.Cold), flag(a.Demoted), reading,
+			flag(a.Cold), flag(a.Demoted), reading, orNull(string(a.Fault)),
 		}
 	}
 	return p, nil
@@ -216,11 +216,11 @@ func (s *Store) write(recs []pending, evs []fleet.BreakerChange) {
 const (
 	insertRequest = `INSERT INTO requests (id, started_at, protocol, stream, thinking,
 	requested_model, served_candidate, served_model, is_fallback, status, http_status,
-	error, ttft_ms, latency_ms, prompt_tokens, completion_tokens)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	error, ttft_ms, latency_ms, prompt_tokens, completion_tokens, failure)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertAttempt = `INSERT INTO attempts (request_id, ord, candidate, outcome, error,
-	http_status, started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	http_status, started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading, fault)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertBreaker = `INSERT INTO breaker_events (candidate, from_state, to_state, at, cause)
 VALUES (?, ?, ?, ?, ?)`
 )

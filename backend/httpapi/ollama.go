@@ -38,6 +38,7 @@ func ollamaRequest(q *api.ChatRequest) (*fleet.Request, error) {
 			req.Thinking, req.ThinkLevel = true, q.Think.String()
 		} else {
 			req.Thinking = q.Think.Bool()
+			req.NoThinking = !req.Thinking
 		}
 	}
 	for i, m := range q.Messages {
@@ -139,7 +140,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.o.Router.Stream(r.Context(), req)
 	if err != nil {
-		s.failRoute(w, r, req, err, writeOllamaError)
+		s.failRoute(w, r, err, writeOllamaError)
 		return
 	}
 	defer st.Close()
@@ -251,7 +252,7 @@ func (s *Server) ollamaComplete(w http.ResponseWriter, r *http.Request, req *fle
 	start := time.Now()
 	ans, err := s.o.Router.Complete(r.Context(), req)
 	if err != nil {
-		s.failRoute(w, r, req, err, writeOllamaError)
+		s.failRoute(w, r, err, writeOllamaError)
 		return
 	}
 	routeHeaders(w.Header(), ans.Meta)

@@ -68,7 +68,11 @@ func (q *oaRequest) toFleet() (*fleet.Request, error) {
 	if effort == "" && q.Reasoning != nil {
 		effort = q.Reasoning.Effort
 	}
-	if effort != "" && effort != "none" {
+	switch effort {
+	case "":
+	case "none":
+		req.NoThinking = true
+	default:
 		req.Thinking = true
 		req.ThinkLevel = effort
 	}
@@ -189,7 +193,7 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.o.Router.Stream(r.Context(), req)
 	if err != nil {
-		s.failRoute(w, r, req, err, writeOpenAIStatus)
+		s.failRoute(w, r, err, writeOpenAIStatus)
 		return
 	}
 	defer st.Close()
@@ -371,7 +375,7 @@ type oaUsage struct {
 func (s *Server) openaiComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request) {
 	ans, err := s.o.Router.Complete(r.Context(), req)
 	if err != nil {
-		s.failRoute(w, r, req, err, writeOpenAIStatus)
+		s.failRoute(w, r, err, writeOpenAIStatus)
 		return
 	}
 	routeHeaders(w.Header(), ans.Meta)

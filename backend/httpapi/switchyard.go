@@ -15,6 +15,7 @@ type AttemptJSON struct {
 	Order      int               `json:"order"`
 	Candidate  string            `json:"candidate"`
 	Outcome    fleet.Outcome     `json:"outcome"`
+	Fault      fleet.Fault       `json:"fault"`
 	Error      string            `json:"error"`
 	HTTPStatus int               `json:"http_status"`
 	StartedAt  time.Time         `json:"started_at"`
@@ -40,6 +41,7 @@ type RequestJSON struct {
 	Status           fleet.Status   `json:"status"`
 	HTTPStatus       int            `json:"http_status"`
 	Error            string         `json:"error"`
+	Failure          fleet.Failure  `json:"failure"`
 	TTFTMS           int64          `json:"ttft_ms"`
 	LatencyMS        int64          `json:"latency_ms"`
 	PromptTokens     int            `json:"prompt_tokens"`
@@ -50,7 +52,7 @@ type RequestJSON struct {
 // AttemptView converts an attempt for the API.
 func AttemptView(a fleet.Attempt) AttemptJSON {
 	return AttemptJSON{
-		Order: a.Order, Candidate: a.Candidate, Outcome: a.Outcome, Error: a.Error, HTTPStatus: a.HTTPStatus,
+		Order: a.Order, Candidate: a.Candidate, Outcome: a.Outcome, Fault: a.Fault, Error: a.Error, HTTPStatus: a.HTTPStatus,
 		StartedAt: a.StartedAt, DeadlineMS: a.Deadline.Milliseconds(), TTFTMS: a.TTFT.Milliseconds(),
 		DurationMS: a.Duration.Milliseconds(), Cold: a.Cold, Demoted: a.Demoted, Reading: a.Reading,
 	}
@@ -61,7 +63,7 @@ func RequestView(r fleet.RequestRecord) RequestJSON {
 	out := RequestJSON{
 		ID: r.ID, StartedAt: r.StartedAt, Protocol: r.Protocol, Stream: r.Stream, Thinking: r.Thinking,
 		RequestedModel: r.RequestedModel, ServedCandidate: r.ServedCandidate, ServedModel: r.ServedModel,
-		IsFallback: r.IsFallback, Status: r.Status, HTTPStatus: r.HTTPStatus, Error: r.Error,
+		IsFallback: r.IsFallback, Status: r.Status, HTTPStatus: r.HTTPStatus, Error: r.Error, Failure: r.Failure,
 		TTFTMS: r.TTFT.Milliseconds(), LatencyMS: r.Latency.Milliseconds(),
 		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
 		Attempts: make([]AttemptJSON, 0, len(r.Attempts)),

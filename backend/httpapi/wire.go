@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/router"
 )
 
@@ -46,21 +45,25 @@ func decodeBody(r *http.Request, v any) (int, error) {
 // failRoute answers a request the router could not serve, before anything
 // was written, with write (the caller's protocol); a caller that went away
 // gets nothing.
-func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, req *fleet.Request, err error, write func(http.ResponseWriter, int, string)) {
+func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, write func(http.ResponseWriter, int, string)) {
 	status, msg := http.StatusInternalServerError, err.Error()
 	var re *router.Error
 	if errors.As(err, &re) {
-		status = re.Status
+		status = failureStatus(re.Failure, re.Attempts)
+		w.Header().Set("X-Switchyard-Request-Id", re.RequestID)
 	}
-	if status == router.StatusClientClosed {
+	switch status {
+	case StatusClientClosed:
 		if !s.draining.Load() || !errors.Is(err, context.Canceled) {
 			return // the caller went away
 		}
 		// The server cut the request short while shutting down; the
 		// caller is still there and deserves an answer.
 		status, msg = http.StatusServiceUnavailable, "switchyard is shutting down; retry in a moment"
+		w.Header().Set("Retry-After", "1")
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", "1")
 	}
-	w.Header().Set("X-Switchyard-Request-Id", req.ID)
 	write(w, status, msg)
 }
 

@@ -13,7 +13,7 @@ import (
 func learned(id string, n int, d time.Duration, s deadline.Settings) *deadline.Learner {
 	l := deadline.New(s)
 	for range n {
-		l.Observe(fleet.Candidate{ID: id}, d, false, nil)
+		l.Observe(fleet.Candidate{ID: id}, fleet.TTFTSample{TTFT: d})
 	}
 	return l
 }
@@ -176,7 +176,7 @@ func TestAtMostOneHedgePerRequest(t *testing.T) {
 		slowFail := script{steps: []step{role(), {wait: time.Second, err: &fleet.EventError{Message: "boom"}}}}
 		f := newFake(map[string]script{
 			"a": slowFail,
-			"b": {steps: []step{role(), {wait: 2 * time.Second, err: &fleet.EventError{Message: "boom"}}}},
+			"b": {steps: []step{role(), {wait: 2 * time.Second, err: &fleet.EventError{Message: "engine died"}}}},
 			"c": {steps: []step{role(), {wait: 1500 * time.Millisecond, chunk: fleet.Chunk{Content: "C"}}, finish()}},
 			"d": answer("D"),
 		})
@@ -185,7 +185,7 @@ func TestAtMostOneHedgePerRequest(t *testing.T) {
 		l := deadline.New(deadline.Settings{})
 		for _, id := range []string{"a", "b", "c"} {
 			for range 20 {
-				l.Observe(fleet.Candidate{ID: id}, 500*time.Millisecond, false, nil)
+				l.Observe(fleet.Candidate{ID: id}, fleet.TTFTSample{TTFT: 500 * time.Millisecond})
 			}
 		}
 		r := New(fl, Deps{Deadlines: l})

@@ -10,16 +10,16 @@ import (
 )
 
 // Error is returned when a request got no answer: the model is unknown, no
-// candidate could serve, a not-retryable error came back, every candidate
-// failed, or the caller went away. It names each attempt.
+// candidate could serve, an upstream refused the request, the request
+// failed the same way on two candidates, every candidate failed, or the
+// caller went away. It names each attempt. The edge turns Failure into the
+// caller's protocol.
 type Error struct {
-	// Status is the HTTP status to answer with: the upstream's own for a
-	// request error (400, 413, 422), 404 for an unknown model, 502 for an
-	// upstream auth failure (our configuration, not the caller's), 503 when
-	// every candidate failed or none was available, 499 for a client abort.
-	Status   int
+	Failure  fleet.Failure
 	Err      error // the cause: fleet.ErrUnknownModel, a *fleet.StatusError, ErrAllFailed, context.Canceled...
 	Attempts []fleet.Attempt
+	// RequestID is the id the request is recorded under.
+	RequestID string
 }
 
 // ErrAllFailed is the cause of an Error when every candidate failed.

@@ -22,14 +22,14 @@ type probed struct {
 func (ru *run) hedge(a *attempt) (*attempt, *halt) {
 	after, ok := ru.r.deps.Deadlines.HedgeAfter(a.e.target.Candidate)
 	if !ok || after >= a.rec.Deadline {
-		if err := a.probe(ru.req); err != nil {
+		if err := a.probe(&ru.req); err != nil {
 			return nil, ru.failAttempt(a, err)
 		}
 		return a, nil
 	}
 	results := make(chan probed, 2)
 	live := []*attempt{a}
-	launch := func(x *attempt) { go func() { results <- probed{x, x.probe(ru.req)} }() }
+	launch := func(x *attempt) { go func() { results <- probed{x, x.probe(&ru.req)} }() }
 	launch(a)
 	timer := time.NewTimer(after)
 	defer timer.Stop()

@@ -15,21 +15,23 @@ const (
 )
 
 // entry is one candidate in a request's order. An excluded candidate
-// (open breaker, busy back-off) keeps its place with the record of why it
-// is skipped, so history lists attempts in the order the router went
-// through them.
+// (open breaker, busy back-off, loading, model missing) keeps its place
+// with the record of why it is skipped, so history lists attempts in the
+// order the router went through them.
 type entry struct {
 	target  Target
 	br      *breaker.Breaker
 	demoted bool
 	reading *fleet.GPUReading
-	skip    *fleet.Attempt // set when excluded: the skipped_open or busy record
+	skip    *fleet.Attempt // set when excluded: the record of why
 }
 
-// plan is a request's ordered candidate list (SPEC 2.1).
+// plan is a request's ordered candidate list (docs/DESIGN.md, "Candidate
+// order").
 type plan struct {
 	entries   []entry
 	preferred string // the first choice before exclusion and demotion
+	thinking  bool   // the request is in thinking mode
 }
 
 // resolve applies the request's model name: it returns the first-choice
@@ -51,25 +53,24 @@ func (st *state) resolve(model string, thinking bool) (first string, think bool,
 	// Apps written for one server name its model ("qwen3:8b"); take the
 	// first candidate serving it, in priority order.
 	for _, t := range st.targets {
-		if t.Candidate.Model == model {
+		if fleet.SameModel(t.Candidate.Model, model) {
 			return t.Candidate.ID, thinking, nil
 		}
 	}
 	return "", false, fmt.Errorf("%w %q", fleet.ErrUnknownModel, model)
 }
 
-// plan orders the candidates for req (SPEC 2.1): filter, first choice,
-// priority then id, exclusion of open breakers and busy back-offs, and
-// demotion of candidates under GPU pressure. It sets req.Thinking when the
-// model name asks for thinking.
+// plan orders the candidates for req (docs/DESIGN.md, "Candidate order"):
+// filter, first choice, priority then id, exclusion of open breakers, busy
+// and loading servers, missing models and capabilities, and demotion of
+// candidates under GPU pressure. A server that is full keeps its place:
+// the request waits in its queue up to the learned deadline, then moves on.
 func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error) {
 	first, think, err := st.resolve(req.Model, req.Thinking)
 	if err != nil {
 		return plan{}, err
 	}
-	req.Thinking = think
-
-	var p plan
+	p := plan{thinking: think}
 	ordered := make([]Target, 0, len(st.targets))
 	if i, ok := st.byID[first]; ok && eligible(st.targets[i].Candidate, think) {
 		ordered = append(ordered, st.targets[i])
@@ -84,36 +85,81 @@ func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error
 	}
 	p.preferred = ordered[0].Candidate.ID
 
-	var healthy, demoted []entry
+	// Demoted candidates go last; excluded ones keep their place, for
+	// the record.
+	var ready, demoted []entry
 	for _, t := range ordered {
-		id := t.Candidate.ID
-		br := st.breakers[id]
-		if !br.Ready() {
-			healthy = append(healthy, entry{target: t, skip: &fleet.Attempt{
-				Candidate: id, Outcome: fleet.OutcomeSkippedOpen, StartedAt: now,
-				Error: fmt.Sprintf("breaker %s", br.Snapshot().State),
+		c := t.Candidate
+		br := st.breakers[c.ID]
+		skip := func(o fleet.Outcome, f fleet.Fault, format string, args ...any) {
+			ready = append(ready, entry{target: t, skip: &fleet.Attempt{
+				Candidate: c.ID, Outcome: o, Fault: f, StartedAt: now, Error: fmt.Sprintf(format, args...),
 			}})
+		}
+		if !br.Ready() {
+			skip(fleet.OutcomeSkippedOpen, fleet.FaultNone, "breaker %s", br.Snapshot().State)
 			continue
 		}
-		if until, ok := r.busy(id, now); ok {
-			healthy = append(healthy, entry{target: t, skip: &fleet.Attempt{
-				Candidate: id, Outcome: fleet.OutcomeBusy, StartedAt: now,
-				Error: fmt.Sprintf("busy back-off, %v left", until.Sub(now).Round(time.Millisecond)),
-			}})
+		v := r.view(c, now)
+		switch {
+		case v.missing != "" && now.Sub(r.missingSince(c.ID)) < MissingRecheck:
+			skip(fleet.OutcomeError, fleet.FaultConfig, "skipped: %s", v.missing)
+			continue
+		case lacking(v.lacks, req, think) != "":
+			skip(fleet.OutcomeError, fleet.FaultCapability, "skipped: the model does not support %s", lacking(v.lacks, req, think))
+			continue
+		case v.loading:
+			skip(fleet.OutcomeBusy, fleet.FaultLoading, "skipped: the server is loading the model")
+			continue
+		case v.busyFor > 0:
+			skip(fleet.OutcomeBusy, fleet.FaultBusy, "busy back-off, %v left", v.busyFor.Round(time.Millisecond))
 			continue
 		}
 		e := entry{target: t, br: br}
 		if r.deps.Pressure != nil {
-			if rd := r.deps.Pressure.Pressure(t.Candidate); rd != nil {
+			if rd := r.deps.Pressure.Pressure(c); rd != nil {
 				e.demoted, e.reading = true, rd
 				demoted = append(demoted, e)
 				continue
 			}
 		}
-		healthy = append(healthy, e)
+		ready = append(ready, e)
 	}
-	p.entries = append(healthy, demoted...)
+	p.entries = append(ready, demoted...)
 	return p, nil
+}
+
+func (r *Router) missingSince(id string) time.Time {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	return m.missingSince
+}
+
+// lacking returns what req needs that the model lacks, as its server said
+// ("thinking", "tools", "vision"), or "".
+func lacking(lacks map[string]bool, req *fleet.Request, thinking bool) string {
+	if len(lacks) == 0 {
+		return ""
+	}
+	switch {
+	case thinking && lacks["thinking"]:
+		return "thinking"
+	case len(req.Tools) > 0 && lacks["tools"]:
+		return "tools"
+	case lacks["vision"] && hasImages(req):
+		return "vision"
+	}
+	return ""
+}
+
+func hasImages(req *fleet.Request) bool {
+	for _, m := range req.Messages {
+		if len(m.Images) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func eligible(c fleet.Candidate, thinking bool) bool {

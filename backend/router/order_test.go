@@ -100,7 +100,7 @@ func TestOrder(t *testing.T) {
 				if pl.preferred != tt.preferred {
 					t.Errorf("preferred = %s; want %s", pl.preferred, tt.preferred)
 				}
-				if tt.model == deep && !req.Thinking {
+				if tt.model == deep && !pl.thinking {
 					t.Error("naming the deep-thinking model did not turn thinking on")
 				}
 			})
@@ -112,11 +112,12 @@ func TestBusyBackOffExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := New(Fleet{Targets: []Target{{Candidate: fleet.Candidate{ID: "a", Enabled: true}}}, DefaultModel: "a"}, Deps{})
 		r.backOff("a", time.Now().Add(time.Second))
-		if _, busy := r.busy("a", time.Now()); !busy {
+		a := fleet.Candidate{ID: "a"}
+		if r.view(a, time.Now()).busyFor == 0 {
 			t.Fatal("not busy right after back-off")
 		}
 		time.Sleep(time.Second)
-		if _, busy := r.busy("a", time.Now()); busy {
+		if r.view(a, time.Now()).busyFor != 0 {
 			t.Fatal("still busy after Retry-After")
 		}
 	})

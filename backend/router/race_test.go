@@ -94,7 +94,9 @@ func TestRandomizedCommitDeliversEachChunkOnceInOrder(t *testing.T) {
 				for {
 					ch, err := s.Recv()
 					if err == io.EOF {
-						if want != answerLen {
+						// Every candidate that answered answered empty:
+						// the empty answer is the answer.
+						if want != answerLen && (!s.empty || want != 0) {
 							t.Errorf("request %d: clean end after %d tokens; want %d", n, want, answerLen)
 						}
 						return

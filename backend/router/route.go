@@ -21,27 +21,29 @@ var (
 	errRetry       = errors.New("attempt failed before the answer was handed over")
 )
 
-// StatusClientClosed is the HTTP status recorded for a caller that went away
-// (nginx's 499).
-const StatusClientClosed = 499
-
 // Meta is what a caller learns at commit time: enough for response
 // headers.
 type Meta struct {
 	RequestID string
 	Candidate fleet.Candidate // the one serving
 	Fallback  bool            // served by another than the first choice
+	// Thinking reports that the request was routed in thinking mode (it
+	// asked for reasoning, or named the deep-thinking model).
+	Thinking bool
 	// Attempts are the attempts that failed or were skipped before the
 	// serving one.
 	Attempts []fleet.Attempt
-	// TTFT is the time from the request's start to its first token.
+	// TTFT is the time from the request's start to its first token; zero
+	// for an empty answer.
 	TTFT time.Duration
 }
 
 // Stream routes a streaming request. It returns once an attempt committed
 // (its first token arrived) with a Stream that replays what the attempt
 // buffered and then passes the rest through; or an *Error when no
-// candidate produced a first token. The caller must Close the Stream.
+// candidate produced a first token. When every candidate that answered
+// answered empty (a finish marker without content), the Stream replays
+// that empty answer. The caller must Close the Stream.
 func (r *Router) Stream(ctx context.Context, req *fleet.Request) (*Stream, error) {
 	ru, err := r.begin(ctx, req, false)
 	if err != nil {
@@ -59,10 +61,11 @@ type Answer struct {
 	Model        string // the model name the upstream reported
 }
 
-// Complete routes a non-streaming request (SPEC 2.3). Upstreams are still
-// read as streams, so the first-token deadline catches stalls; and since
-// nothing reaches the caller before the whole answer, an attempt that
-// breaks after its first token falls back like any other failure.
+// Complete routes a non-streaming request (docs/DESIGN.md, "Non-streaming
+// requests"). Upstreams are still read as streams, so the first-token
+// deadline catches stalls; and since nothing reaches the caller before the
+// whole answer, an attempt that breaks after its first token falls back
+// like any other failure.
 func (r *Router) Complete(ctx context.Context, req *fleet.Request) (*Answer, error) {
 	ru, err := r.begin(ctx, req, true)
 	if err != nil {
@@ -81,7 +84,7 @@ func (r *Router) Complete(ctx context.Context, req *fleet.Request) (*Answer, err
 		if err != nil && !errors.As(err, &e) {
 			// The caller left while the answer was being collected; it
 			// is already recorded as a client abort.
-			err = &Error{Status: StatusClientClosed, Err: err, Attempts: ru.rec.Attempts}
+			err = &Error{Failure: fleet.FailureClientGone, Err: err, Attempts: ru.rec.Attempts, RequestID: ru.id}
 		}
 		return ans, err
 	}
@@ -93,39 +96,63 @@ type run struct {
 	r         *Router
 	st        *state
 	ctx       context.Context
-	req       *fleet.Request
+	id        string
+	req       fleet.Request // the caller's request with thinking mode resolved
 	rec       fleet.RequestRecord
 	start     time.Time
 	plan      plan
 	next      int
 	aggregate bool
-	hedged    bool // a hedge was started: at most one per request (SPEC 3)
+	hedged    bool // a hedge was started: at most one per request
+
+	// suspect is the last attempt that failed in a way the request itself
+	// may have caused; its breaker verdict waits for the next attempt
+	// that reaches a server (docs/DESIGN.md, "Whose fault is it").
+	suspect *suspect
+	// empty is the first attempt that answered empty with a finish
+	// marker: the answer when no candidate has a better one.
+	empty *attempt
+	// unparsed is set once a server said the model's output for this
+	// request could not be parsed (fleet.ErrModelOutput).
+	unparsed bool
+}
+
+// suspect is a failure that may be the request's own.
+type suspect struct {
+	a     *attempt
+	idx   int    // its record in rec.Attempts
+	sig   string // how it failed (see signature)
+	cause string // its breaker cause, should it count
 }
 
 func (r *Router) begin(ctx context.Context, req *fleet.Request, aggregate bool) (*run, error) {
-	if req.ID == "" {
-		req.ID = r.deps.NewID()
+	id := req.ID
+	if id == "" {
+		id = r.deps.NewID()
 	}
 	st := r.state.Load()
 	now := time.Now()
 	ru := &run{
-		r: r, st: st, ctx: ctx, req: req, start: now, aggregate: aggregate,
+		r: r, st: st, ctx: ctx, id: id, req: *req, start: now, aggregate: aggregate,
 		rec: fleet.RequestRecord{
-			ID: req.ID, StartedAt: now, Protocol: req.Protocol, Stream: req.Stream,
+			ID: id, StartedAt: now, Protocol: req.Protocol, Stream: req.Stream,
 			Thinking: req.Thinking, RequestedModel: req.Model,
 		},
 	}
-	r.observe(fleet.Event{Type: fleet.EventRequestStarted, At: now, RequestID: req.ID})
+	ru.req.ID = id
+	r.observe(fleet.Event{Type: fleet.EventRequestStarted, At: now, RequestID: id})
 	p, err := r.plan(st, req, now)
-	ru.rec.Thinking = req.Thinking
 	if err != nil {
-		status := 503
+		failure := fleet.FailureNoCandidates
 		if errors.Is(err, fleet.ErrUnknownModel) {
-			status = 404
+			failure = fleet.FailureUnknownModel
 		}
-		return nil, ru.fail(status, err)
+		return nil, ru.fail(failure, err)
 	}
 	ru.plan = p
+	ru.req.Thinking = p.thinking
+	ru.req.NoThinking = req.NoThinking && !p.thinking
+	ru.rec.Thinking = p.thinking
 	return ru, nil
 }
 
@@ -133,7 +160,7 @@ func (r *Router) begin(ctx context.Context, req *fleet.Request, aggregate bool) 
 func (ru *run) commitNext() (*Stream, error) {
 	for ru.next < len(ru.plan.entries) {
 		if ru.ctx.Err() != nil {
-			return nil, ru.fail(StatusClientClosed, ru.ctx.Err())
+			return nil, ru.fail(fleet.FailureClientGone, ru.ctx.Err())
 		}
 		e := ru.plan.entries[ru.next]
 		ru.next++
@@ -150,36 +177,45 @@ func (ru *run) commitNext() (*Stream, error) {
 			continue
 		}
 		a := ru.startAttempt(e, t)
+		var h *halt
 		if ru.st.fleet.Settings.Hedge && !ru.hedged && ru.next < len(ru.plan.entries) {
-			w, h := ru.hedge(a)
-			if h != nil {
-				return nil, ru.fail(h.status, h.err)
-			}
-			if w == nil {
-				continue
-			}
-			a = w
-		} else if err := a.probe(ru.req); err != nil {
-			if h := ru.failAttempt(a, err); h != nil {
-				return nil, ru.fail(h.status, h.err)
-			}
+			a, h = ru.hedge(a)
+		} else if err := a.probe(&ru.req); err != nil {
+			h = ru.failAttempt(a, err)
+			a = nil
+		}
+		if h != nil {
+			return ru.stop(h)
+		}
+		if a == nil {
 			continue
 		}
 		s, h := ru.commit(a)
 		if h != nil {
-			return nil, ru.fail(h.status, h.err)
+			return ru.stop(h)
 		}
 		if s != nil {
 			return s, nil
 		}
 	}
 	if ru.ctx.Err() != nil {
-		return nil, ru.fail(StatusClientClosed, ru.ctx.Err())
+		return nil, ru.fail(fleet.FailureClientGone, ru.ctx.Err())
+	}
+	if ru.empty != nil {
+		return ru.commitEmpty(), nil
 	}
 	if len(ru.rec.Attempts) == 0 {
-		return nil, ru.fail(503, fleet.ErrNoCandidates)
+		return nil, ru.fail(fleet.FailureNoCandidates, fleet.ErrNoCandidates)
 	}
-	return nil, ru.fail(503, ErrAllFailed)
+	return nil, ru.fail(fleet.FailureUnavailable, ErrAllFailed)
+}
+
+// stop ends routing with h: the empty answer, or an error.
+func (ru *run) stop(h *halt) (*Stream, error) {
+	if h.empty {
+		return ru.commitEmpty(), nil
+	}
+	return nil, ru.fail(h.failure, h.err)
 }
 
 // attempt is one try of one candidate.
@@ -191,6 +227,11 @@ type attempt struct {
 	cancel    context.CancelCauseFunc
 	timer     *time.Timer // first-token deadline, then the stall timeout
 	committed atomic.Bool
+	released  atomic.Bool
+	inflight  *atomic.Int64 // the candidate's count of running attempts
+	// queued: the candidate's server was full when the attempt started,
+	// so its wait for a first token is partly a wait in the queue.
+	queued bool
 	// beatDeadline is set once the first-token deadline was stopped
 	// before it fired (see stopDeadline).
 	deadlineStopped, beatDeadline bool
@@ -200,15 +241,34 @@ type attempt struct {
 
 func (ru *run) startAttempt(e entry, t breaker.Ticket) *attempt {
 	c := e.target.Candidate
-	d, cold := ru.r.deps.Deadlines.FirstToken(c, ru.st.fleet.Settings.FirstTokenTimeout)
-	a := &attempt{e: e, ticket: t}
+	ceiling := ru.st.fleet.Settings.FirstTokenTimeout
+	d, cold := ru.r.deps.Deadlines.FirstToken(c, ceiling)
+	a := &attempt{e: e, ticket: t, inflight: &ru.r.mark(c.ID).inflight}
+	a.queued = ru.r.view(c, time.Now()).saturated
+	a.inflight.Add(1)
+	if a.queued && !ru.moreToTry() {
+		// The last candidate left is full: wait in its queue rather than
+		// give up on a deadline learned from unqueued answers.
+		d = ceiling
+	}
 	a.rec = fleet.Attempt{
-		RequestID: ru.req.ID, Candidate: c.ID, StartedAt: time.Now(),
+		RequestID: ru.id, Candidate: c.ID, StartedAt: time.Now(),
 		Deadline: d, Cold: cold, Demoted: e.demoted, Reading: e.reading,
 	}
 	a.ctx, a.cancel = context.WithCancelCause(ru.ctx)
 	a.timer = time.AfterFunc(d, a.expire)
 	return a
+}
+
+// moreToTry reports whether an entry after the current one may still be
+// tried.
+func (ru *run) moreToTry() bool {
+	for _, e := range ru.plan.entries[ru.next:] {
+		if e.skip == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // expire runs when the attempt's timer fires: before commit it is the
@@ -256,9 +316,21 @@ func (a *attempt) probe(req *fleet.Request) error {
 	}
 }
 
+// finished reports whether the attempt's buffered answer carries a finish
+// marker: it ended normally, however empty.
+func (a *attempt) finished() string {
+	for _, ch := range a.buf {
+		if ch.FinishReason != "" {
+			return ch.FinishReason
+		}
+	}
+	return ""
+}
+
 // release ends the attempt's upstream call: it stops the timer, cancels
 // the context (closing the connection) and closes the stream. It returns
-// the context's cause as it was before, nil if it was not cancelled.
+// the context's cause as it was before, nil if it was not cancelled. Only
+// the first call releases.
 func (a *attempt) release() error {
 	a.timer.Stop()
 	var cause error
@@ -266,82 +338,228 @@ func (a *attempt) release() error {
 		cause = context.Cause(a.ctx)
 	}
 	a.cancel(errAttemptOver)
+	if a.released.Swap(true) {
+		return cause
+	}
 	if a.stream != nil {
 		a.stream.Close()
 	}
+	a.inflight.Add(-1)
 	a.rec.Duration = time.Since(a.rec.StartedAt)
 	return cause
 }
 
-// halt says that routing must stop, and with what.
+// halt says that routing must stop, and with what: a failure, or the
+// empty answer.
 type halt struct {
-	status int
-	err    error
+	failure fleet.Failure
+	err     error
+	empty   bool
 }
 
-// failAttempt records a failed probe and reports it to the breaker. It
-// returns a halt when routing must stop (client abort, not-retryable); the
-// caller ends the request with it once every attempt is recorded.
+// failAttempt records a failed probe, says whose fault it was and reports
+// it to the breaker when it was the server's. It returns a halt when
+// routing must stop (client abort, the request's own fault); the caller
+// ends the request with it once every attempt is recorded.
 func (ru *run) failAttempt(a *attempt, err error) *halt {
 	cause := a.release()
 	c := a.e.target.Candidate
 	if errors.Is(cause, fleet.ErrFirstTokenTimeout) || errors.Is(cause, fleet.ErrHedgeLost) {
 		err = cause
 	}
-	a.rec.Error = err.Error()
+	a.rec.Error = clip(err.Error())
 	var se *fleet.StatusError
 	if errors.As(err, &se) {
 		a.rec.HTTPStatus = se.StatusCode
 	}
+	now := time.Now()
+	done := func(o fleet.Outcome, f fleet.Fault, r breaker.Result, why string) {
+		a.rec.Outcome, a.rec.Fault = o, f
+		a.e.br.Done(a.ticket, r, why)
+		ru.addAttempt(a.rec)
+	}
 	switch {
 	case ru.ctx.Err() != nil:
-		a.rec.Outcome = fleet.OutcomeClientAbort
 		a.rec.Error = "caller went away"
-		a.e.br.Done(a.ticket, breaker.Ignore, "")
-		ru.addAttempt(a.rec)
-		return &halt{StatusClientClosed, ru.ctx.Err()}
+		done(fleet.OutcomeClientAbort, fleet.FaultClient, breaker.Ignore, "")
+		return &halt{failure: fleet.FailureClientGone, err: ru.ctx.Err()}
 	case errors.Is(err, fleet.ErrHedgeLost):
-		a.rec.Outcome = fleet.OutcomeHedgeLost
-		a.e.br.Done(a.ticket, breaker.Ignore, "")
+		done(fleet.OutcomeHedgeLost, fleet.FaultNone, breaker.Ignore, "")
 	case errors.Is(err, fleet.ErrFirstTokenTimeout):
-		a.rec.Outcome = fleet.OutcomeTimeout
 		a.rec.Error = fmt.Sprintf("no first token in %v", roundDuration(a.rec.Duration))
-		a.e.br.Done(a.ticket, breaker.Failure, a.rec.Error)
-	case errors.Is(err, fleet.ErrNoContent):
-		a.rec.Outcome = fleet.OutcomeNoContent
-		a.e.br.Done(a.ticket, breaker.Failure, "empty answer")
-	default:
-		switch fleet.Classify(ru.ctx, err) {
-		case fleet.ClassBusy:
-			a.rec.Outcome = fleet.OutcomeBusy
-			a.e.br.Done(a.ticket, breaker.Ignore, "")
-			wait := ru.st.fleet.Settings.BusyBackoff
-			if se != nil && se.RetryAfter > 0 {
-				wait = se.RetryAfter
-			}
-			ru.r.backOff(c.ID, time.Now().Add(wait))
-		case fleet.ClassNotRetryable:
-			a.rec.Outcome = fleet.OutcomeNotRetryable
-			a.e.br.Done(a.ticket, breaker.Ignore, "")
-			ru.addAttempt(a.rec)
-			return &halt{se.StatusCode, err}
-		case fleet.ClassAuth:
-			a.rec.Outcome = fleet.OutcomeNotRetryable
-			a.e.br.Done(a.ticket, breaker.Ignore, "")
-			ru.addAttempt(a.rec)
-			return &halt{502, fmt.Errorf("upstream %s refused Switchyard's credentials (check its api_key_env): %w", c.ID, err)}
-		default:
-			a.rec.Outcome = fleet.OutcomeError
-			a.e.br.Done(a.ticket, breaker.Failure, shortCause(err))
+		if a.queued || ru.r.view(c, now).saturated {
+			// Queueing behind other requests is not a sickness.
+			a.rec.Error += " (queued: the server was busy with other requests)"
+			done(fleet.OutcomeBusy, fleet.FaultQueued, breaker.Ignore, "")
+			break
 		}
+		ru.settle(breaker.Failure)
+		done(fleet.OutcomeTimeout, fleet.FaultServer, breaker.Failure, a.rec.Error)
+	case errors.Is(err, fleet.ErrNoContent):
+		ru.settle(breaker.Failure)
+		if reason := a.finished(); reason != "" {
+			// A legitimately empty answer (a stop sequence that matched at
+			// once): another candidate may say more, but no server is to
+			// blame; two in a row are the answer.
+			a.rec.Error = "empty answer (finish_reason " + reason + ")"
+			done(fleet.OutcomeNoContent, fleet.FaultRequest, breaker.Ignore, "")
+			if ru.empty != nil {
+				return &halt{empty: true}
+			}
+			ru.empty = a
+			break
+		}
+		a.rec.Error = "empty answer"
+		done(fleet.OutcomeNoContent, fleet.FaultServer, breaker.Failure, "empty answer")
+	default:
+		return ru.failClassified(a, err, se, now, done)
 	}
-	ru.addAttempt(a.rec)
 	return nil
 }
 
+// failClassified handles a failure by its class (fleet.Classify).
+func (ru *run) failClassified(a *attempt, err error, se *fleet.StatusError, now time.Time,
+	done func(fleet.Outcome, fleet.Fault, breaker.Result, string)) *halt {
+	c := a.e.target.Candidate
+	switch fleet.Classify(ru.ctx, err) {
+	case fleet.ClassBusy:
+		wait := ru.st.fleet.Settings.BusyBackoff
+		if se != nil && se.RetryAfter > 0 {
+			wait = se.RetryAfter
+		}
+		ru.r.backOff(c.ID, now.Add(wait))
+		done(fleet.OutcomeBusy, fleet.FaultBusy, breaker.Ignore, "")
+	case fleet.ClassLoading:
+		wait := ru.st.fleet.Settings.BusyBackoff
+		if se.RetryAfter > 0 {
+			wait = se.RetryAfter
+		}
+		ru.r.markLoading(c.ID, now, wait)
+		a.rec.Error = "the server is loading the model: " + a.rec.Error
+		done(fleet.OutcomeBusy, fleet.FaultLoading, breaker.Ignore, "")
+	case fleet.ClassNotRetryable:
+		ru.settle(breaker.Failure)
+		done(fleet.OutcomeNotRetryable, fleet.FaultRequest, breaker.Ignore, "")
+		return &halt{failure: fleet.FailureRejected, err: err}
+	case fleet.ClassAuth:
+		done(fleet.OutcomeNotRetryable, fleet.FaultConfig, breaker.Ignore, "")
+		return &halt{failure: fleet.FailureUpstreamAuth,
+			err: fmt.Errorf("upstream %s refused Switchyard's credentials (check its api_key_env): %w", c.ID, err)}
+	case fleet.ClassConfig:
+		why := fmt.Sprintf("%s does not serve model %q (%v): check the candidate's url and model", c.URL, c.Model, err)
+		ru.r.markMissing(c.ID, now, clip(why))
+		a.rec.Error = clip(why)
+		done(fleet.OutcomeError, fleet.FaultConfig, breaker.Ignore, "")
+	case fleet.ClassUnsupported:
+		ru.r.markUnsupported(c.ID, se.Unsupported)
+		done(fleet.OutcomeError, fleet.FaultCapability, breaker.Ignore, "")
+	default:
+		if errors.Is(err, fleet.ErrModelOutput) {
+			// The server says the model's output for this request did not
+			// parse: not the server's fault. Another model may do better,
+			// once; twice is the request's answer.
+			ru.settle(breaker.Failure)
+			done(fleet.OutcomeError, fleet.FaultRequest, breaker.Ignore, "")
+			if ru.unparsed {
+				return &halt{failure: fleet.FailureRequest, err: err}
+			}
+			ru.unparsed = true
+			break
+		}
+		sig := signature(err)
+		if sig == "" {
+			ru.settle(breaker.Failure)
+			done(fleet.OutcomeError, fleet.FaultServer, breaker.Failure, shortCause(err))
+			break
+		}
+		if s := ru.suspect; s != nil && s.sig == sig {
+			// The same failure on a second server: the request's own.
+			ru.settle(breaker.Ignore)
+			done(fleet.OutcomeError, fleet.FaultRequest, breaker.Ignore, "")
+			return &halt{failure: fleet.FailureRequest,
+				err: fmt.Errorf("the request failed the same way on %s and %s: %w", s.a.e.target.Candidate.ID, c.ID, err)}
+		}
+		ru.settle(breaker.Failure)
+		// Counted once the next server shows it was not the request.
+		a.rec.Outcome, a.rec.Fault = fleet.OutcomeError, fleet.FaultServer
+		ru.addAttempt(a.rec)
+		ru.suspect = &suspect{a: a, idx: len(ru.rec.Attempts) - 1, sig: sig, cause: shortCause(err)}
+	}
+	return nil
+}
+
+// settle gives the suspect, if any, its breaker verdict: Failure when
+// another server answered the request differently, Ignore when one failed
+// it the same way (then the suspect's record says the request's fault).
+func (ru *run) settle(r breaker.Result) {
+	s := ru.suspect
+	if s == nil {
+		return
+	}
+	ru.suspect = nil
+	cause := ""
+	if r == breaker.Failure {
+		cause = s.cause
+	} else {
+		ru.rec.Attempts[s.idx].Fault = fleet.FaultRequest
+	}
+	s.a.e.br.Done(s.a.ticket, r, cause)
+}
+
+// signature says how an attempt failed when the failure may be the
+// request's own rather than the server's: an upstream 5xx, an error event,
+// output that does not parse. Two attempts with the same signature failed
+// the same way. It is "" for failures only a server causes (refused
+// connections, timeouts, cut streams).
+func signature(err error) string {
+	var se *fleet.StatusError
+	if errors.As(err, &se) && se.StatusCode >= 500 {
+		return fmt.Sprintf("HTTP %d: %s", se.StatusCode, gist(se.Message))
+	}
+	var ee *fleet.EventError
+	if errors.As(err, &ee) {
+		return "error event: " + gist(ee.Message)
+	}
+	var me *fleet.MalformedError
+	if errors.As(err, &me) {
+		return "malformed output"
+	}
+	return ""
+}
+
+// gist is the part of an upstream's error message that says what went
+// wrong, without what differs between two servers failing the same way:
+// the text up to the first colon, lower-cased, without digits.
+func gist(msg string) string {
+	if i := strings.IndexByte(msg, ':'); i >= 0 {
+		msg = msg[:i]
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, strings.ToLower(strings.TrimSpace(clip(msg))))
+}
+
+// maxErrorText bounds an error text kept in a record or an event.
+const maxErrorText = 1024
+
+// clip cuts an error text to maxErrorText bytes on a rune boundary.
+func clip(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	n := maxErrorText
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // recordUntried records the excluded and demoted candidates whose turn never
-// came because another served first (SPEC 2.1: every exclusion and demotion
-// is recorded), after the attempts that ran.
+// came because another served first (every exclusion and demotion is
+// recorded), after the attempts that ran.
 func (ru *run) recordUntried() {
 	for _, e := range ru.plan.entries[ru.next:] {
 		switch {
@@ -383,40 +601,63 @@ func (ru *run) commit(a *attempt) (*Stream, *halt) {
 		// is already closing the stream.
 		return nil, ru.failAttempt(a, fleet.ErrFirstTokenTimeout)
 	}
+	// Another server answered: an earlier suspect was the server's fault.
+	ru.settle(breaker.Failure)
 	a.committed.Store(true)
 	now := time.Now()
 	c := a.e.target.Candidate
 	a.rec.TTFT = now.Sub(a.rec.StartedAt)
 	a.e.br.Done(a.ticket, breaker.Committed, "first token")
-	ru.rec.ServedCandidate = c.ID
-	ru.rec.ServedModel = c.Model
-	ru.rec.IsFallback = c.ID != ru.plan.preferred
+	ru.serve(c)
 	ru.rec.TTFT = now.Sub(ru.start)
 	ev := a.rec
 	ev.Outcome = fleet.OutcomeSuccess
-	ru.r.observe(fleet.Event{Type: fleet.EventCommit, At: now, RequestID: ru.req.ID, Attempt: &ev})
-	return &Stream{ru: ru, a: a, meta: Meta{
-		RequestID: ru.req.ID, Candidate: c, Fallback: ru.rec.IsFallback,
-		Attempts: ru.rec.Attempts[:len(ru.rec.Attempts):len(ru.rec.Attempts)], TTFT: ru.rec.TTFT,
-	}}, nil
+	ru.r.observe(fleet.Event{Type: fleet.EventCommit, At: now, RequestID: ru.id, Attempt: &ev})
+	return &Stream{ru: ru, a: a, meta: ru.meta(c)}, nil
+}
+
+// commitEmpty hands the caller the first empty answer: every candidate
+// that answered had nothing to say.
+func (ru *run) commitEmpty() *Stream {
+	ru.settle(breaker.Failure)
+	a := ru.empty
+	c := a.e.target.Candidate
+	ru.serve(c)
+	return &Stream{ru: ru, a: a, meta: ru.meta(c), empty: true}
+}
+
+// serve notes in the record that c serves the request.
+func (ru *run) serve(c fleet.Candidate) {
+	ru.rec.ServedCandidate = c.ID
+	ru.rec.ServedModel = c.Model
+	ru.rec.IsFallback = c.ID != ru.plan.preferred
+}
+
+func (ru *run) meta(c fleet.Candidate) Meta {
+	n := len(ru.rec.Attempts)
+	return Meta{
+		RequestID: ru.id, Candidate: c, Fallback: ru.rec.IsFallback, Thinking: ru.plan.thinking,
+		Attempts: ru.rec.Attempts[:n:n], TTFT: ru.rec.TTFT,
+	}
 }
 
 func (ru *run) addAttempt(a fleet.Attempt) {
-	a.RequestID = ru.req.ID
+	a.RequestID = ru.id
 	a.Order = len(ru.rec.Attempts)
 	ru.rec.Attempts = append(ru.rec.Attempts, a)
-	ru.r.observe(fleet.Event{Type: fleet.EventAttempt, At: a.StartedAt.Add(a.Duration), RequestID: ru.req.ID, Attempt: &a})
+	ru.r.observe(fleet.Event{Type: fleet.EventAttempt, At: a.StartedAt.Add(a.Duration), RequestID: ru.id, Attempt: &a})
 }
 
 // fail ends the request without an answer and records it.
-func (ru *run) fail(status int, err error) *Error {
-	e := &Error{Status: status, Err: err, Attempts: ru.rec.Attempts}
+func (ru *run) fail(failure fleet.Failure, err error) *Error {
+	ru.settle(breaker.Failure)
+	e := &Error{Failure: failure, Err: err, Attempts: ru.rec.Attempts, RequestID: ru.id}
 	ru.rec.Status = fleet.StatusFailed
-	if status == StatusClientClosed {
+	if failure == fleet.FailureClientGone {
 		ru.rec.Status = fleet.StatusClientAbort
 	}
-	ru.rec.HTTPStatus = status
-	ru.rec.Error = e.Error()
+	ru.rec.Failure = failure
+	ru.rec.Error = clip(e.Error())
 	ru.record()
 	return e
 }
@@ -440,10 +681,11 @@ func (ru *run) record() {
 // by one goroutine; Close may be called from another at any time, and
 // unblocks a pending Recv.
 type Stream struct {
-	ru   *run
-	a    *attempt
-	meta Meta
-	pos  int
+	ru    *run
+	a     *attempt
+	meta  Meta
+	pos   int
+	empty bool // the replay of an empty answer: nothing follows the buffer
 
 	once  sync.Once
 	err   error // the terminal error Recv returns once the stream ended
@@ -470,6 +712,9 @@ func (s *Stream) Recv() (fleet.Chunk, error) {
 	}
 	if s.ended.Load() {
 		return fleet.Chunk{}, s.err
+	}
+	if s.empty {
+		return fleet.Chunk{}, s.end(io.EOF)
 	}
 	s.a.timer.Reset(s.ru.st.fleet.Settings.StallTimeout)
 	ch, err := s.a.stream.Recv()
@@ -513,22 +758,25 @@ func (ru *run) finish(s *Stream, err error) error {
 	}
 	switch {
 	case err == io.EOF:
-		a.rec.Outcome = fleet.OutcomeSuccess
-		a.e.br.Succeed(a.ticket)
-		ru.r.deps.Deadlines.Observe(c, a.rec.TTFT, a.rec.Cold, usage)
-		ru.addAttempt(a.rec)
+		if !s.empty {
+			a.rec.Outcome = fleet.OutcomeSuccess
+			a.e.br.Succeed(a.ticket)
+			ru.r.deps.Deadlines.Observe(c, fleet.TTFTSample{TTFT: a.rec.TTFT, Cold: a.rec.Cold, Queued: a.queued, Usage: usage})
+			ru.addAttempt(a.rec)
+		}
 		ru.recordUntried()
 		ru.rec.Status = fleet.StatusOK
-		ru.rec.HTTPStatus = 200
 		ru.record()
 		return io.EOF
 	case errors.Is(cause, errClosed) || errors.Is(err, errClosed) || ru.ctx.Err() != nil:
-		a.rec.Outcome = fleet.OutcomeClientAbort
-		a.rec.Error = "caller went away"
-		ru.r.deps.Deadlines.Observe(c, a.rec.TTFT, a.rec.Cold, nil)
-		ru.addAttempt(a.rec)
+		if !s.empty {
+			a.rec.Outcome, a.rec.Fault = fleet.OutcomeClientAbort, fleet.FaultClient
+			a.rec.Error = "caller went away"
+			ru.r.deps.Deadlines.Observe(c, fleet.TTFTSample{TTFT: a.rec.TTFT, Cold: a.rec.Cold, Queued: a.queued})
+			ru.addAttempt(a.rec)
+		}
 		ru.rec.Status = fleet.StatusClientAbort
-		ru.rec.HTTPStatus = StatusClientClosed
+		ru.rec.Failure = fleet.FailureClientGone
 		ru.rec.Error = "caller went away"
 		ru.record()
 		if ru.ctx.Err() != nil {
@@ -539,22 +787,35 @@ func (ru *run) finish(s *Stream, err error) error {
 	if errors.Is(cause, fleet.ErrStalled) {
 		err = fmt.Errorf("%w (no data for %v)", fleet.ErrStalled, ru.st.fleet.Settings.StallTimeout)
 	}
-	a.e.br.Fail(a.ticket, shortCause(err))
-	a.rec.Error = err.Error()
+	a.rec.Error = clip(err.Error())
+	if errors.Is(err, fleet.ErrModelOutput) {
+		// The model's output did not parse: the request's failure, not
+		// the server's; its breaker hears nothing.
+		a.rec.Fault = fleet.FaultRequest
+	} else {
+		a.e.br.Fail(a.ticket, shortCause(err))
+		a.rec.Fault = fleet.FaultServer
+	}
 	if ru.aggregate {
 		// Nothing reached the caller yet: this is an ordinary failure and
-		// the request goes on with the next candidate.
+		// the request goes on with the next candidate, unless the model's
+		// output failed to parse twice.
 		a.rec.Outcome = fleet.OutcomeError
 		ru.addAttempt(a.rec)
 		ru.rec.ServedCandidate, ru.rec.ServedModel, ru.rec.IsFallback, ru.rec.TTFT = "", "", false, 0
+		if a.rec.Fault == fleet.FaultRequest {
+			if ru.unparsed {
+				return ru.fail(fleet.FailureRequest, err)
+			}
+			ru.unparsed = true
+		}
 		return errRetry
 	}
 	a.rec.Outcome = fleet.OutcomeFailedAfterCommit
 	ru.addAttempt(a.rec)
 	ce := &CommittedError{Candidate: c.ID, Err: err}
 	ru.rec.Status = fleet.StatusUpstreamErrorAfterCommit
-	ru.rec.HTTPStatus = 200
-	ru.rec.Error = ce.Error()
+	ru.rec.Error = clip(ce.Error())
 	ru.record()
 	return ce
 }

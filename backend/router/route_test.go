@@ -61,9 +61,15 @@ func TestStreamProbeAndCommit(t *testing.T) {
 			wantOutcomes: []fleet.Outcome{fleet.OutcomeTimeout, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK, wantBreakerA: 1,
 		},
 		{
-			name: "empty stream → no_content → switch", a: script{steps: []step{role(), finish()}},
+			name: "empty stream without a finish marker → no_content → switch", a: script{steps: []step{role()}},
 			wantContent: "B1B2B3", wantServed: "b", wantFallback: true,
 			wantOutcomes: []fleet.Outcome{fleet.OutcomeNoContent, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK, wantBreakerA: 1,
+		},
+		{
+			// A stop sequence that matched at once: no server is to blame.
+			name: "empty answer with a finish marker → no_content → switch, not counted", a: script{steps: []step{role(), finish()}},
+			wantContent: "B1B2B3", wantServed: "b", wantFallback: true,
+			wantOutcomes: []fleet.Outcome{fleet.OutcomeNoContent, fleet.OutcomeSuccess}, wantStatus: fleet.StatusOK, wantBreakerA: 0,
 		},
 		{
 			name: "truncated before first token → switch", a: script{steps: []step{role(), fail(fleet.ErrTruncated)}},
@@ -195,14 +201,14 @@ func TestEveryCandidateFails(t *testing.T) {
 		f := newFake(map[string]script{
 			"a": {openErr: errRefused},
 			"b": {steps: []step{role(), {block: true}}},
-			"c": {steps: []step{finish()}},
+			"c": {steps: []step{role()}}, // ends without a finish marker
 		})
 		rec := &memRecorder{}
 		r := New(testFleet(f, Settings{FirstTokenTimeout: time.Second}), Deps{Recorder: rec})
 		_, err := r.Stream(t.Context(), &fleet.Request{})
 		var e *Error
-		if !errors.As(err, &e) || e.Status != 503 || !errors.Is(err, ErrAllFailed) {
-			t.Fatalf("Stream() error = %v; want *Error 503 all failed", err)
+		if !errors.As(err, &e) || e.Failure != fleet.FailureUnavailable || !errors.Is(err, ErrAllFailed) {
+			t.Fatalf("Stream() error = %v; want *Error unavailable, all failed", err)
 		}
 		msg := err.Error()
 		for _, want := range []string{"a: " + errRefused.Error(), "b: no first token in 1s", "c: empty answer"} {
@@ -226,8 +232,8 @@ func TestClientAbort(t *testing.T) {
 			time.AfterFunc(time.Second, cancel)
 			_, err := r.Stream(ctx, &fleet.Request{})
 			var e *Error
-			if !errors.As(err, &e) || e.Status != StatusClientClosed {
-				t.Fatalf("Stream() error = %v; want a 499 *Error", err)
+			if !errors.As(err, &e) || e.Failure != fleet.FailureClientGone {
+				t.Fatalf("Stream() error = %v; want a client_gone *Error", err)
 			}
 			got := rec.last()
 			if got.Status != fleet.StatusClientAbort || !equal(outcomes(got.Attempts), []fleet.Outcome{fleet.OutcomeClientAbort}) {
@@ -320,12 +326,12 @@ func TestNotRetryableReturnsAtOnce(t *testing.T) {
 					if !errors.As(err, &e) {
 						t.Fatalf("stream=%v: error = %v; want *Error", stream, err)
 					}
-					want := status
+					want := fleet.FailureRejected
 					if status == 401 || status == 403 {
-						want = 502
+						want = fleet.FailureUpstreamAuth
 					}
-					if e.Status != want {
-						t.Errorf("stream=%v: status = %d; want %d", stream, e.Status, want)
+					if e.Failure != want {
+						t.Errorf("stream=%v: failure = %s; want %s", stream, e.Failure, want)
 					}
 				}
 				if o, _ := f.counts("b"); o != 0 {
@@ -458,8 +464,8 @@ func TestUnknownModel(t *testing.T) {
 	r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
 	_, err := r.Stream(t.Context(), &fleet.Request{Model: "gpt-17"})
 	var e *Error
-	if !errors.As(err, &e) || e.Status != 404 || !errors.Is(err, fleet.ErrUnknownModel) {
-		t.Fatalf("error = %v; want 404 unknown model", err)
+	if !errors.As(err, &e) || e.Failure != fleet.FailureUnknownModel || !errors.Is(err, fleet.ErrUnknownModel) {
+		t.Fatalf("error = %v; want unknown model", err)
 	}
 	if o, _ := f.counts("a"); o != 0 {
 		t.Error("an unknown model was routed")
@@ -492,8 +498,8 @@ func TestCompleteCallerLeavesAfterFirstToken(t *testing.T) {
 		time.AfterFunc(time.Second, cancel)
 		_, err := r.Complete(ctx, &fleet.Request{})
 		var e *Error
-		if !errors.As(err, &e) || e.Status != StatusClientClosed {
-			t.Fatalf("Complete() error = %v; want a 499 *Error", err)
+		if !errors.As(err, &e) || e.Failure != fleet.FailureClientGone {
+			t.Fatalf("Complete() error = %v; want a client_gone *Error", err)
 		}
 	})
 }

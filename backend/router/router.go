@@ -99,8 +99,8 @@ type Deadlines interface {
 	// HedgeAfter returns when a hedge should start while c has no first
 	// token (its learned p95); ok is false while too little is known.
 	HedgeAfter(c fleet.Candidate) (d time.Duration, ok bool)
-	// Observe learns one successful first token.
-	Observe(c fleet.Candidate, ttft time.Duration, cold bool, usage *fleet.Usage)
+	// Observe learns from one committed attempt.
+	Observe(c fleet.Candidate, s fleet.TTFTSample)
 }
 
 // Pressure reports whether a candidate's GPU is under memory pressure.
@@ -109,13 +109,29 @@ type Pressure interface {
 	Pressure(c fleet.Candidate) *fleet.GPUReading
 }
 
+// Capacity is what a candidate's server says about its own load, read from
+// cached polls (it must not do I/O). It tells a queued wait and a loading
+// model from a sick server (docs/DESIGN.md, "Busy is not dead").
+type Capacity interface {
+	// Slots is how many requests c's server runs at once; 0 when unknown.
+	Slots(c fleet.Candidate) int
+	// Waiting reports whether c's server says requests wait in its queue.
+	Waiting(c fleet.Candidate) bool
+	// Loading reports whether c's server said, at its last health check
+	// (at), that it is still loading its model; known is false when it
+	// has no such check.
+	Loading(c fleet.Candidate) (loading bool, at time.Time, known bool)
+}
+
 // Deps are the router's collaborators. Nil fields mean: no history, no
-// events, a fixed deadline (the ceiling), no demotion.
+// events, a fixed deadline (the ceiling), no demotion, and only the
+// router's own view of each server's load.
 type Deps struct {
 	Recorder  Recorder
 	Observer  Observer
 	Deadlines Deadlines
 	Pressure  Pressure
+	Capacity  Capacity
 	// NewID returns a request id. Default: a sortable random id.
 	NewID func() string
 }
@@ -125,8 +141,22 @@ type Router struct {
 	deps  Deps
 	state atomic.Pointer[state]
 
-	busyMu    sync.Mutex
-	busyUntil map[string]time.Time
+	marksMu sync.Mutex
+	marks   map[string]*marks // by candidate id; survives Update
+}
+
+// marks are what the router learned about a candidate from its answers,
+// apart from its breaker: when it may be tried again after saying it is
+// busy or loading, whether it serves its model, what it can't do, and how
+// many of Switchyard's requests it is running now.
+type marks struct {
+	busyUntil    time.Time
+	loadingUntil time.Time
+	loadingSince time.Time // when a loading answer was last seen
+	missing      string    // the 404 that says the model is not there; "" when it is
+	missingSince time.Time
+	unsupported  map[string]bool // capabilities the server said the model lacks
+	inflight     atomic.Int64
 }
 
 // state is an immutable snapshot of the fleet; Update replaces it.
@@ -145,7 +175,7 @@ func New(fl Fleet, deps Deps) *Router {
 	if deps.Deadlines == nil {
 		deps.Deadlines = fixedDeadlines{}
 	}
-	r := &Router{deps: deps, busyUntil: make(map[string]time.Time)}
+	r := &Router{deps: deps, marks: make(map[string]*marks)}
 	r.Update(fl)
 	return r
 }
@@ -177,8 +207,31 @@ func (r *Router) Update(fl Fleet) {
 		bs := fl.Settings.Breaker
 		bs.OnChange = r.breakerChanged
 		st.breakers[id] = breaker.New(id, bs)
+		// A changed definition may fix what made the candidate unusable.
+		r.forget(id)
 	}
 	r.state.Store(st)
+}
+
+// forget drops what was learned about candidate id's model (missing,
+// unsupported capabilities), keeping its in-flight count.
+func (r *Router) forget(id string) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	m.missing, m.missingSince, m.unsupported = "", time.Time{}, nil
+}
+
+// mark returns the marks of candidate id, creating them on first use.
+func (r *Router) mark(id string) *marks {
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	m, ok := r.marks[id]
+	if !ok {
+		m = &marks{}
+		r.marks[id] = m
+	}
+	return m
 }
 
 func sameCandidate(a, b fleet.Candidate) bool {
@@ -213,6 +266,14 @@ type CandidateState struct {
 	Breaker   breaker.Snapshot
 	// BusyFor is the busy back-off left, zero when none.
 	BusyFor time.Duration
+	// Loading reports that the server was last seen loading its model.
+	Loading bool
+	// Missing is the answer that says the server does not serve the
+	// candidate's model (a configuration fault), "" when none.
+	Missing string
+	// InFlight is how many of Switchyard's requests it runs now; Slots
+	// how many its server runs at once (0 when unknown).
+	InFlight, Slots int
 	// Deadline is the first-token deadline its next attempt would get.
 	Deadline time.Duration
 	Cold     bool
@@ -230,9 +291,9 @@ func (r *Router) States() []CandidateState {
 		c := t.Candidate
 		cs := CandidateState{Candidate: c, Breaker: st.breakers[c.ID].Snapshot()}
 		cs.Deadline, cs.Cold = r.deps.Deadlines.FirstToken(c, st.fleet.Settings.FirstTokenTimeout)
-		if until, ok := r.busy(c.ID, now); ok {
-			cs.BusyFor = until.Sub(now)
-		}
+		v := r.view(c, now)
+		cs.BusyFor, cs.Loading, cs.Missing = v.busyFor, v.loading, v.missing
+		cs.InFlight, cs.Slots = v.inflight, v.slots
 		if r.deps.Pressure != nil {
 			cs.Pressure = r.deps.Pressure.Pressure(c)
 		}
@@ -241,25 +302,121 @@ func (r *Router) States() []CandidateState {
 	return out
 }
 
-// busy reports whether id is in its busy back-off at now.
-func (r *Router) busy(id string, now time.Time) (time.Time, bool) {
-	r.busyMu.Lock()
-	defer r.busyMu.Unlock()
-	until, ok := r.busyUntil[id]
-	if ok && !now.Before(until) {
-		delete(r.busyUntil, id)
-		return time.Time{}, false
+// view is a candidate's availability at one moment, from its marks and its
+// server's own reports.
+type view struct {
+	busyFor   time.Duration
+	loading   bool
+	missing   string
+	inflight  int
+	slots     int
+	saturated bool            // its slots are taken by Switchyard's requests, or its server says requests wait
+	lacks     map[string]bool // what its server said the model can't do; read only
+}
+
+func (r *Router) view(c fleet.Candidate, now time.Time) view {
+	m := r.mark(c.ID)
+	var v view
+	r.marksMu.Lock()
+	if now.Before(m.busyUntil) {
+		v.busyFor = m.busyUntil.Sub(now)
 	}
-	return until, ok
+	loadingMark := now.Before(m.loadingUntil)
+	since := m.loadingSince
+	v.missing = m.missing
+	v.lacks = m.unsupported
+	r.marksMu.Unlock()
+	v.inflight = int(m.inflight.Load())
+	v.slots = r.slots(c)
+	if cp := r.deps.Capacity; cp != nil {
+		loading, at, known := cp.Loading(c)
+		switch {
+		case known && loading:
+			loadingMark = true
+		case known && at.After(since):
+			loadingMark = false // healthy since the loading answer: back at once
+		}
+		v.saturated = cp.Waiting(c)
+	}
+	v.loading = loadingMark
+	if v.slots > 0 && v.inflight >= v.slots {
+		v.saturated = true
+	}
+	return v
+}
+
+// slots is how many requests c's server runs at once: configured, else as
+// its server reports, else 0 (unknown).
+func (r *Router) slots(c fleet.Candidate) int {
+	if c.Slots > 0 {
+		return c.Slots
+	}
+	if r.deps.Capacity != nil {
+		return r.deps.Capacity.Slots(c)
+	}
+	return 0
 }
 
 func (r *Router) backOff(id string, until time.Time) {
-	r.busyMu.Lock()
-	defer r.busyMu.Unlock()
-	if until.After(r.busyUntil[id]) {
-		r.busyUntil[id] = until
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	if until.After(m.busyUntil) {
+		m.busyUntil = until
 	}
 }
+
+// markLoading takes candidate id out of routing until wait has passed or
+// its server says it is ready, whichever comes first.
+func (r *Router) markLoading(id string, now time.Time, wait time.Duration) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	m.loadingSince = now
+	if until := now.Add(wait); until.After(m.loadingUntil) {
+		m.loadingUntil = until
+	}
+}
+
+// Missing takes candidate id out of routing: its server said it does not
+// serve the model (a configuration fault, why says which). A config change
+// that touches the candidate, or Found, puts it back; so does
+// MissingRecheck passing, when one request tries it again.
+func (r *Router) Missing(id, why string) { r.markMissing(id, time.Now(), why) }
+
+func (r *Router) markMissing(id string, now time.Time, why string) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	m.missing, m.missingSince = why, now
+}
+
+// Found puts candidate id back into routing after its server was seen
+// serving its model again (discovery).
+func (r *Router) Found(id string) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	m.missing, m.missingSince = "", time.Time{}
+}
+
+// markUnsupported remembers that candidate id's model can't do what.
+func (r *Router) markUnsupported(id, what string) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	// A new map each time: views hold the old one without the lock.
+	next := make(map[string]bool, len(m.unsupported)+1)
+	for k := range m.unsupported {
+		next[k] = true
+	}
+	next[what] = true
+	m.unsupported = next
+}
+
+// MissingRecheck is how long a candidate whose server said it does not
+// serve the model stays out of routing when nothing else says it is back.
+const MissingRecheck = 5 * time.Minute
 
 // fixedDeadlines gives every attempt the ceiling.
 type fixedDeadlines struct{}
@@ -267,5 +424,5 @@ type fixedDeadlines struct{}
 func (fixedDeadlines) FirstToken(_ fleet.Candidate, ceiling time.Duration) (time.Duration, bool) {
 	return ceiling, false
 }
-func (fixedDeadlines) HedgeAfter(fleet.Candidate) (time.Duration, bool)           { return 0, false }
-func (fixedDeadlines) Observe(fleet.Candidate, time.Duration, bool, *fleet.Usage) {}
+func (fixedDeadlines) HedgeAfter(fleet.Candidate) (time.Duration, bool) { return 0, false }
+func (fixedDeadlines) Observe(fleet.Candidate, fleet.TTFTSample)        {}

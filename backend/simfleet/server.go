@@ -76,11 +76,22 @@ type Config struct {
 	// as Ollama loads a model on demand, and reports the time as its
 	// load_duration. Zero: loading is instant.
 	LoadTime time.Duration
+	// Parallel is how many requests the server says it runs at once (its
+	// candidates' Slots). A simulated server never queues, whatever it
+	// says; it says DefaultParallel unless told otherwise, so Switchyard
+	// does not take its concurrent answers for queueing.
+	Parallel int
 }
+
+// DefaultParallel is the Parallel of a simulated server by default.
+const DefaultParallel = 256
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Name == "" {
 		c.Name = DefaultName
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = DefaultParallel
 	}
 	switch c.Provider {
 	case "":
@@ -296,6 +307,7 @@ func (s *Server) Candidate(id string, priority int) fleet.Candidate {
 		Enabled:          true,
 		SupportsThinking: m.Thinking,
 		Local:            true,
+		Slots:            s.cfg.Parallel,
 	}
 }
 

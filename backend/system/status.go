@@ -39,6 +39,10 @@ type CandidateDoc struct {
 	SupportsThinking bool              `json:"supports_thinking"`
 	Breaker          BreakerDoc        `json:"breaker"`
 	BusyMS           int64             `json:"busy_ms"`
+	Loading          bool              `json:"loading"`
+	ConfigError      string            `json:"config_error"`
+	InFlight         int               `json:"in_flight"`
+	Slots            int               `json:"slots"`
 	DeadlineMS       int64             `json:"deadline_ms"`
 	Cold             bool              `json:"cold"`
 	TTFT             TTFTDoc           `json:"ttft"`
@@ -143,7 +147,8 @@ func (s *System) Status() any {
 			SupportsThinking: c.SupportsThinking,
 			Breaker: BreakerDoc{State: st.Breaker.State, Failures: st.Breaker.Failures, RemainingMS: st.Breaker.Remaining.Milliseconds(),
 				Probing: st.Breaker.Probing, Since: st.Breaker.Since},
-			BusyMS: st.BusyFor.Milliseconds(), DeadlineMS: st.Deadline.Milliseconds(), Cold: st.Cold,
+			BusyMS: st.BusyFor.Milliseconds(), Loading: st.Loading, ConfigError: st.Missing, InFlight: st.InFlight, Slots: st.Slots,
+			DeadlineMS: st.Deadline.Milliseconds(), Cold: st.Cold,
 			TTFT:    TTFTDoc{N: t.N, P50MS: t.P50.Milliseconds(), P95MS: t.P95.Milliseconds(), P99MS: t.P99.Milliseconds()},
 			Demoted: st.Pressure != nil, Pressure: st.Pressure,
 		})

@@ -98,6 +98,8 @@ type System struct {
 	watchReady chan struct{} // closed once the config file is watched
 
 	mu         sync.Mutex
+	learned    map[string]learned // by candidate id: what its server said of its model
+	relearn    chan struct{}      // a config change asks watchModels to learn again
 	cfg        config.Config
 	cfgPath    string
 	cfgText    string // the YAML in force
@@ -124,7 +126,8 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	if o.DiscoverOpenAI == nil {
 		o.DiscoverOpenAI = []string{"http://127.0.0.1:8000/v1", "http://127.0.0.1:8080/v1"}
 	}
-	s := &System{o: o, pool: upstream.NewPool(upstream.Settings{}), Hub: httpapi.NewHub(), Metrics: metrics.New(), watchReady: make(chan struct{})}
+	s := &System{o: o, pool: upstream.NewPool(upstream.Settings{}), Hub: httpapi.NewHub(), Metrics: metrics.New(),
+		watchReady: make(chan struct{}), learned: make(map[string]learned), relearn: make(chan struct{}, 1)}
 	s.ollama = ollama.New(s.pool)
 	s.openai = openai.New(s.pool)
 	defer func() {
@@ -168,10 +171,11 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		LoadTime: s.loadTime, Resident: s.Poller.Residency,
 	})
 	s.Router = router.New(s.routerFleet(cfg), router.Deps{
-		Recorder:  s.Store,
+		Recorder:  httpapi.StatusRecorder{Next: s.Store},
 		Observer:  observers{s.Hub, s.Metrics, breakerRecorder{s.Store}},
 		Deadlines: s.Learner,
 		Pressure:  s.Monitor,
+		Capacity:  s.Poller,
 	})
 	s.restore(ctx)
 	s.publishCandidates()
@@ -258,7 +262,7 @@ func demoChat(f *simfleet.Fleet) config.Chat {
 	for _, c := range f.Candidates() {
 		chat.Candidates = append(chat.Candidates, config.Candidate{
 			ID: c.ID, Provider: c.Provider, URL: c.URL, Model: c.Model, Priority: c.Priority,
-			Enabled: true, SupportsThinking: c.SupportsThinking, GPUs: []int{},
+			Enabled: true, SupportsThinking: c.SupportsThinking, GPUs: []int{}, Parallel: c.Slots,
 		})
 		if chat.DefaultModel == "" {
 			chat.DefaultModel = c.ID
@@ -284,7 +288,7 @@ func (s *System) routerFleet(cfg config.Config) router.Fleet {
 	fl.Settings.Breaker.FailureThreshold = cfg.Selection.FailureThreshold
 	fl.Settings.Breaker.OpenDuration = cfg.Selection.OpenDuration
 	for _, c := range cfg.Candidates(s.o.Getenv) {
-		fl.Targets = append(fl.Targets, router.Target{Candidate: c, Backend: s.backend(c.Provider)})
+		fl.Targets = append(fl.Targets, router.Target{Candidate: s.applyLearned(c), Backend: s.backend(c.Provider)})
 	}
 	return fl
 }
@@ -407,6 +411,7 @@ func (s *System) Run(ctx context.Context) error {
 	var samplers sync.WaitGroup
 	samplers.Go(func() { s.Sampler.Run(watchCtx) })
 	samplers.Go(func() { s.Poller.Run(watchCtx) })
+	samplers.Go(func() { s.watchModels(watchCtx, time.Minute) })
 	served := make(chan error, 1)
 	go func() { served <- s.httpSrv.Serve(s.ln) }()
 	var err error
@@ -511,6 +516,10 @@ func (s *System) apply(cfg config.Config) error {
 	s.Poller.Update(cfg.Candidates(s.o.Getenv))
 	s.Monitor.SetPolicy(policy(cfg))
 	s.publishCandidates()
+	select {
+	case s.relearn <- struct{}{}:
+	default: // a relearn is already due
+	}
 	s.o.Logf("config %s applied", s.cfgPath)
 	s.Hub.Observe(fleet.Event{Type: fleet.EventConfig, At: time.Now(), Data: map[string]any{"ok": true}})
 	return nil

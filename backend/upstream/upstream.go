@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,6 +113,16 @@ func hostKey(baseURL string) string {
 	return s
 }
 
+// Replayable marks a request that may be sent again on a fresh connection
+// when the kept-alive one it went out on turns out to have been closed by
+// the server before it answered (net/http retries such a request once only
+// when it is idempotent, which a POST is not by default). A chat request
+// that got no answer at all is safe to send again: the server never began
+// it. The header is not sent.
+func Replayable(r *http.Request) {
+	r.Header["X-Idempotency-Key"] = nil
+}
+
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 64 << 10
 
@@ -129,13 +140,56 @@ func StatusError(resp *http.Response, busyHint func(msg string) bool) *fleet.Sta
 		Message:    msg,
 		RetryAfter: RetryAfter(resp.Header),
 	}
+	if resp.StatusCode >= 500 {
+		se.Output = ModelOutput(msg)
+	}
 	switch resp.StatusCode {
+	case http.StatusBadRequest:
+		se.Unsupported = Unsupported(msg)
 	case http.StatusTooManyRequests:
 		se.Busy = true
 	case http.StatusServiceUnavailable:
-		se.Busy = resp.Header.Get("Retry-After") != "" || (busyHint != nil && busyHint(msg))
+		// llama.cpp while it loads its model, on every endpoint:
+		// {"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}
+		se.Loading = msg == "Loading model"
+		se.Busy = !se.Loading && (resp.Header.Get("Retry-After") != "" || (busyHint != nil && busyHint(msg)))
 	}
 	return se
+}
+
+// modelOutput matches llama.cpp's report that the model's output did not
+// parse: "The model produced output that does not match the expected
+// peg-native format" (as an HTTP 500, or an error event mid-stream).
+var modelOutput = regexp.MustCompile(`(?i)produced output that does not match|does not match the expected \S+ format`)
+
+// ModelOutput reports whether an error message says the server could not
+// parse the model's output for the request (see fleet.ErrModelOutput).
+func ModelOutput(msg string) bool { return modelOutput.MatchString(msg) }
+
+// EventError is an error the server sent inside a stream, with Output set
+// when its message says the model's output did not parse.
+func EventError(msg, code string) *fleet.EventError {
+	return &fleet.EventError{Message: msg, Code: code, Output: ModelOutput(msg)}
+}
+
+// unsupported matches Ollama's refusal of a request the model can't serve:
+// `"gemma3:4b" does not support thinking`, `... does not support tools`.
+var unsupported = regexp.MustCompile(`does not support (thinking|tools|insert|vision|images|completion|embeddings?)\b`)
+
+// Unsupported returns the capability an error message says the model
+// lacks ("thinking", "tools", "insert", ...), "" when it says none.
+func Unsupported(msg string) string {
+	m := unsupported.FindStringSubmatch(msg)
+	if m == nil {
+		return ""
+	}
+	switch m[1] {
+	case "images":
+		return "vision"
+	case "embeddings":
+		return "embedding"
+	}
+	return m[1]
 }
 
 // ErrorMessage extracts the human message from an error body in any of the

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ollama/ollama/api"
@@ -29,6 +30,16 @@ type Model struct {
 	// Thinking reports whether Capabilities include "thinking": the model
 	// accepts think and answers with message.thinking.
 	Thinking bool
+	// Family is the model's family as /api/show reports it ("llama",
+	// "qwen3", "gptoss").
+	Family string
+}
+
+// ThinkLevels reports whether the model takes a reasoning level ("low",
+// "medium", "high") for think rather than true or false: gpt-oss, whose
+// harmony format ignores a plain true.
+func (m Model) ThinkLevels() bool {
+	return m.Family == "gptoss" || strings.HasPrefix(strings.ToLower(m.Name), "gpt-oss")
 }
 
 // Running is one model resident in an Ollama server's memory (/api/ps).
@@ -55,22 +66,42 @@ func (b *Backend) Models(ctx context.Context, baseURL string) ([]Model, error) {
 	}
 	models := make([]Model, 0, len(lr.Models))
 	for _, m := range lr.Models {
-		sr, err := cl.Show(ctx, &api.ShowRequest{Model: m.Name})
+		sm, err := show(ctx, cl, m.Name)
 		if err != nil {
-			return nil, fmt.Errorf("ollama show %s: %w", m.Name, statusError(err))
+			return nil, err
 		}
-		var caps []string
-		for _, c := range sr.Capabilities {
-			caps = append(caps, string(c))
-		}
-		models = append(models, Model{
-			Name:         m.Name,
-			Size:         m.Size,
-			Capabilities: caps,
-			Thinking:     slices.Contains(caps, "thinking"),
-		})
+		sm.Size = m.Size
+		models = append(models, sm)
 	}
 	return models, nil
+}
+
+// Show returns what the server at baseURL says about one model
+// (/api/show): its capabilities and family. A model the server does not
+// have is a *fleet.StatusError with status 404.
+func (b *Backend) Show(ctx context.Context, baseURL, model string) (Model, error) {
+	cl, err := b.client(baseURL)
+	if err != nil {
+		return Model{}, err
+	}
+	return show(ctx, cl, model)
+}
+
+func show(ctx context.Context, cl *api.Client, name string) (Model, error) {
+	sr, err := cl.Show(ctx, &api.ShowRequest{Model: name})
+	if err != nil {
+		return Model{}, fmt.Errorf("ollama show %s: %w", name, statusError(err))
+	}
+	var caps []string
+	for _, c := range sr.Capabilities {
+		caps = append(caps, string(c))
+	}
+	return Model{
+		Name:         name,
+		Capabilities: caps,
+		Thinking:     slices.Contains(caps, "thinking"),
+		Family:       sr.Details.Family,
+	}, nil
 }
 
 // Running lists the models resident in the server's memory (/api/ps). A
@@ -160,11 +191,15 @@ func statusError(err error) error {
 	if errors.As(err, &se) {
 		// The client keeps a body that is not {"error":"..."} whole.
 		msg := upstream.ErrorMessage([]byte(se.ErrorMessage))
-		return &fleet.StatusError{
+		out := &fleet.StatusError{
 			StatusCode: se.StatusCode,
 			Message:    msg,
 			Busy:       se.StatusCode == http.StatusTooManyRequests || se.StatusCode == http.StatusServiceUnavailable && isBusy(msg),
 		}
+		if se.StatusCode == http.StatusBadRequest {
+			out.Unsupported = upstream.Unsupported(msg)
+		}
+		return out
 	}
 	var ae api.AuthorizationError
 	if errors.As(err, &ae) {

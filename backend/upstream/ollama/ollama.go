@@ -74,7 +74,7 @@ var _ fleet.Backend = (*Backend)(nil)
 // base64, tool arguments or parameters that are not JSON objects) is
 // reported as a *fleet.StatusError with status 400 without being sent.
 func (b *Backend) ChatStream(ctx context.Context, c fleet.Candidate, req *fleet.Request) (fleet.Stream, error) {
-	cr, err := chatRequest(c.Model, req)
+	cr, err := chatRequest(c, req)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +88,7 @@ func (b *Backend) ChatStream(ctx context.Context, c fleet.Candidate, req *fleet.
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/x-ndjson")
+	upstream.Replayable(hreq)
 	if c.APIKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
@@ -137,11 +138,11 @@ func endpoint(base, path string) string {
 	return strings.TrimRight(base, "/") + path
 }
 
-// chatRequest builds Ollama's streaming chat request for model from req.
-func chatRequest(model string, req *fleet.Request) (*api.ChatRequest, error) {
+// chatRequest builds Ollama's streaming chat request for c from req.
+func chatRequest(c fleet.Candidate, req *fleet.Request) (*api.ChatRequest, error) {
 	stream := true
 	cr := &api.ChatRequest{
-		Model:    model,
+		Model:    c.Model,
 		Stream:   &stream,
 		Messages: make([]api.Message, 0, len(req.Messages)),
 		Options:  options(req.Options),
@@ -161,17 +162,24 @@ func chatRequest(model string, req *fleet.Request) (*api.ChatRequest, error) {
 		}
 		cr.Tools = append(cr.Tools, at)
 	}
-	// think is sent only in thinking mode: an explicit false would switch
-	// thinking off on models whose template thinks by default, and the
-	// router leaves the model's own default alone outside thinking mode.
-	if req.Thinking {
-		if req.ThinkLevel != "" {
-			cr.Think = &api.ThinkValue{Value: req.ThinkLevel}
-		} else {
-			cr.Think = &api.ThinkValue{Value: true}
-		}
-	}
+	cr.Think = think(c, req)
 	return cr, nil
+}
+
+// think is the think value for c: a level only for models that take one
+// (gpt-oss), true for other models in thinking mode, false when the caller
+// turned thinking off (Ollama thinks by default with a thinking-capable
+// model), and nothing otherwise, which leaves the model's own default.
+func think(c fleet.Candidate, req *fleet.Request) *api.ThinkValue {
+	switch {
+	case req.Thinking && req.ThinkLevel != "" && c.ThinkLevels:
+		return &api.ThinkValue{Value: req.ThinkLevel}
+	case req.Thinking:
+		return &api.ThinkValue{Value: true}
+	case req.NoThinking:
+		return &api.ThinkValue{Value: false}
+	}
+	return nil
 }
 
 // badRequest reports a request Ollama would reject on every server, so that

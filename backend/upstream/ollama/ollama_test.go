@@ -356,13 +356,13 @@ func TestChatStreamStatus(t *testing.T) {
 			name:    "404 model not found",
 			handler: answer(404, "application/json; charset=utf-8", `{"error":"model \"qwen3:8b\" not found, try pulling it first"}`),
 			want:    fleet.StatusError{StatusCode: 404, Message: `model "qwen3:8b" not found, try pulling it first`},
-			class:   fleet.ClassTransient,
+			class:   fleet.ClassConfig,
 		},
 		{
 			name:    "400 model cannot think",
 			handler: answer(400, "application/json; charset=utf-8", `{"error":"\"gemma3:4b\" does not support thinking"}`),
-			want:    fleet.StatusError{StatusCode: 400, Message: `"gemma3:4b" does not support thinking`},
-			class:   fleet.ClassNotRetryable,
+			want:    fleet.StatusError{StatusCode: 400, Message: `"gemma3:4b" does not support thinking`, Unsupported: "thinking"},
+			class:   fleet.ClassUnsupported,
 		},
 		{
 			name:    "401 from an auth proxy",
@@ -648,9 +648,27 @@ func TestChatRequestBody(t *testing.T) {
 			want: map[string]string{"think": `true`},
 		},
 		{
-			name: "thinking level",
+			name: "thinking level, to a model that takes levels (gpt-oss)",
+			c: func(url string) fleet.Candidate {
+				c := candidate(url)
+				c.ThinkLevels = true
+				return c
+			},
 			req:  fleet.Request{Messages: []fleet.Message{{Role: "user", Content: "Why?"}}, Thinking: true, ThinkLevel: "high"},
 			want: map[string]string{"think": `"high"`},
+		},
+		{
+			// Other thinking models take true or false only.
+			name: "thinking level, to a model that takes on/off",
+			req:  fleet.Request{Messages: []fleet.Message{{Role: "user", Content: "Why?"}}, Thinking: true, ThinkLevel: "high"},
+			want: map[string]string{"think": `true`},
+		},
+		{
+			// Ollama thinks by default with a thinking-capable model: the
+			// caller's false must reach it.
+			name: "thinking turned off",
+			req:  fleet.Request{Messages: []fleet.Message{{Role: "user", Content: "Why?"}}, NoThinking: true},
+			want: map[string]string{"think": `false`},
 		},
 		{
 			name: "options",

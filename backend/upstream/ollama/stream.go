@@ -123,8 +123,13 @@ func (s *stream) endErr() error {
 	}
 	err := s.sc.Err()
 	switch {
+	case err == nil && s.lines > 0:
+		// Ollama ends an answer this way, cleanly, with neither done:true
+		// nor an error line, when its runner could not parse the model's
+		// output; a crash cuts the connection instead.
+		return fmt.Errorf("ollama answer ended after %d lines without done or an error: %w (%w)", s.lines, fleet.ErrTruncated, fleet.ErrModelOutput)
 	case err == nil:
-		return fmt.Errorf("ollama stream ended after %d lines without done: %w", s.lines, fleet.ErrTruncated)
+		return fmt.Errorf("ollama stream ended without a line: %w", fleet.ErrTruncated)
 	case errors.Is(err, bufio.ErrTooLong):
 		return &fleet.MalformedError{Detail: fmt.Sprintf("ollama line %d longer than %d bytes", s.lines+1, s.max), Err: err}
 	}
@@ -150,7 +155,7 @@ func (s *stream) decode(b []byte) (fleet.Chunk, error) {
 		if msg == "" {
 			msg = "unknown error"
 		}
-		return fleet.Chunk{}, &fleet.EventError{Message: msg}
+		return fleet.Chunk{}, upstream.EventError(msg, "")
 	}
 
 	r := &s.line.ChatResponse

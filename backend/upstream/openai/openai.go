@@ -111,6 +111,7 @@ func (b *Backend) do(ctx context.Context, method, baseURL, path, apiKey string, 
 	if body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
 		hreq.Header.Set("Accept", "text/event-stream")
+		upstream.Replayable(hreq)
 	} else {
 		hreq.Header.Set("Accept", "application/json")
 	}
@@ -166,6 +167,13 @@ type chatRequest struct {
 	Stop            []string        `json:"stop,omitempty"`
 	ResponseFormat  json.RawMessage `json:"response_format,omitempty"`
 	ReasoningEffort string          `json:"reasoning_effort,omitempty"`
+	// ChatTemplateKwargs turns thinking off where the caller asked for
+	// that: vLLM and llama.cpp pass it to the model's chat template.
+	ChatTemplateKwargs *templateKwargs `json:"chat_template_kwargs,omitempty"`
+}
+
+type templateKwargs struct {
+	EnableThinking bool `json:"enable_thinking"`
 }
 
 type streamOptions struct {
@@ -217,11 +225,14 @@ func newChatRequest(model string, req *fleet.Request) *chatRequest {
 		Stop:           req.Options.Stop,
 		ResponseFormat: responseFormat(req.Format),
 	}
-	if req.Thinking {
+	switch {
+	case req.Thinking:
 		cr.ReasoningEffort = req.ThinkLevel
 		if cr.ReasoningEffort == "" {
 			cr.ReasoningEffort = "medium"
 		}
+	case req.NoThinking:
+		cr.ChatTemplateKwargs = &templateKwargs{EnableThinking: false}
 	}
 	for i, m := range req.Messages {
 		cr.Messages[i] = newMessage(m)

@@ -384,8 +384,8 @@ func TestChatStreamStatus(t *testing.T) {
 			status:    503,
 			header:    map[string]string{"Content-Type": "application/json", "Retry-After": "1"},
 			body:      `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`,
-			want:      fleet.StatusError{StatusCode: 503, Message: "Loading model", Busy: true, RetryAfter: time.Second},
-			wantClass: fleet.ClassBusy,
+			want:      fleet.StatusError{StatusCode: 503, Message: "Loading model", Loading: true, RetryAfter: time.Second},
+			wantClass: fleet.ClassLoading,
 		},
 		{
 			name:      "503 Ollama /v1 server busy",
@@ -423,7 +423,7 @@ func TestChatStreamStatus(t *testing.T) {
 			header:    map[string]string{"Content-Type": "application/json"},
 			body:      `{"error":{"message":"model \"m\" not found, try pulling it first","type":"not_found_error","param":null,"code":null}}`,
 			want:      fleet.StatusError{StatusCode: 404, Message: `model "m" not found, try pulling it first`},
-			wantClass: fleet.ClassTransient,
+			wantClass: fleet.ClassConfig,
 		},
 		{
 			name:        "200 HTML page",
@@ -749,6 +749,11 @@ func TestChatStreamRequest(t *testing.T) {
 			name: "thinking without a level",
 			req:  fleet.Request{Messages: []fleet.Message{{Role: "user", Content: "hi"}}, Thinking: true},
 			want: map[string]any{"reasoning_effort": "medium"},
+		},
+		{
+			name: "thinking turned off",
+			req:  fleet.Request{Messages: []fleet.Message{{Role: "user", Content: "hi"}}, NoThinking: true},
+			want: map[string]any{"reasoning_effort": nil, "chat_template_kwargs": map[string]any{"enable_thinking": false}},
 		},
 		{
 			name: "options",

@@ -208,7 +208,7 @@ func (s *stream) decode(data []byte) (fleet.Chunk, error) {
 		return fleet.Chunk{}, eventError(data)
 	}
 	if string(d.Object) == `"error"` {
-		return fleet.Chunk{}, &fleet.EventError{Message: orRaw(d.Message, data), Code: code(d.Code)}
+		return fleet.Chunk{}, upstream.EventError(orRaw(d.Message, data), code(d.Code))
 	}
 	c := fleet.Chunk{Model: s.modelName(d.Model)}
 	if d.Usage != nil {
@@ -300,24 +300,24 @@ func eventError(raw []byte) *fleet.EventError {
 		Code    json.RawMessage `json:"code"`
 	}
 	if json.Unmarshal(raw, &v) != nil {
-		return &fleet.EventError{Message: orRaw("", raw)}
+		return upstream.EventError(orRaw("", raw), "")
 	}
 	if isSet(v.Error) {
 		var s string
 		if json.Unmarshal(v.Error, &s) == nil {
-			return &fleet.EventError{Message: orRaw(s, raw)}
+			return upstream.EventError(orRaw(s, raw), "")
 		}
 		inner := v.Error
 		v.Message, v.Type, v.Code = "", "", nil
 		if json.Unmarshal(inner, &v) != nil {
-			return &fleet.EventError{Message: orRaw("", raw)}
+			return upstream.EventError(orRaw("", raw), "")
 		}
 	}
 	msg := v.Message
 	if msg == "" {
 		msg = v.Type
 	}
-	return &fleet.EventError{Message: orRaw(msg, raw), Code: code(v.Code)}
+	return upstream.EventError(orRaw(msg, raw), code(v.Code))
 }
 
 // code renders an error code as the server sent it: a string unquoted, a

@@ -1,0 +1,94 @@
+package system
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// learned is what a candidate's server said about its model.
+type learned struct {
+	thinking, levels bool
+}
+
+// learnModels asks the server of each enabled Ollama candidate what its
+// model can do (/api/show) and puts that in force: thinking support (the
+// server's word wins over the config's), reasoning levels; a model the
+// server does not have is a configuration fault, shown at once rather than
+// at the first request. Servers that do not answer keep what was known.
+func (s *System) learnModels(ctx context.Context) {
+	var found []string
+	for _, t := range s.Router.Fleet().Targets {
+		c := t.Candidate
+		if !c.Enabled || c.Provider != fleet.ProviderOllama {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		m, err := s.ollama.Show(sctx, c.URL, c.Model)
+		cancel()
+		var se *fleet.StatusError
+		switch {
+		case errors.As(err, &se) && se.StatusCode == 404:
+			s.Router.Missing(c.ID, fmt.Sprintf("%s does not serve model %q (%s): check the candidate's model, or pull it", c.URL, c.Model, se.Message))
+			s.o.Logf("candidate %s: %s has no model %q: check the config or pull the model", c.ID, c.URL, c.Model)
+			continue
+		case err != nil:
+			continue
+		}
+		s.mu.Lock()
+		s.learned[c.ID] = learned{thinking: m.Thinking, levels: m.ThinkLevels()}
+		s.mu.Unlock()
+		found = append(found, c.ID)
+	}
+	for _, id := range found {
+		s.Router.Found(id)
+	}
+	s.mu.Lock()
+	cfg := s.cfg
+	s.mu.Unlock()
+	s.Router.Update(s.routerFleet(cfg))
+}
+
+// applyLearned puts what servers said about their models into c.
+func (s *System) applyLearned(c fleet.Candidate) fleet.Candidate {
+	s.mu.Lock()
+	l, ok := s.learned[c.ID]
+	s.mu.Unlock()
+	if ok {
+		c.SupportsThinking, c.ThinkLevels = l.thinking, l.levels
+	}
+	return c
+}
+
+// watchModels learns at once, again after each config change, and every
+// interval while some candidate's model is missing, so that a model pulled
+// after start is routed to without a restart. It returns when ctx is done.
+func (s *System) watchModels(ctx context.Context, interval time.Duration) {
+	s.learnModels(ctx)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.relearn:
+			s.learnModels(ctx)
+		case <-t.C:
+			if s.anyMissing() {
+				s.learnModels(ctx)
+			}
+		}
+	}
+}
+
+func (s *System) anyMissing() bool {
+	for _, st := range s.Router.States() {
+		if st.Missing != "" {
+			return true
+		}
+	}
+	return false
+}
