@@ -200,6 +200,11 @@ const TOKEN_KEY = 'switchyard.token';
 
 type Init = Omit<RequestInit, 'headers'> & { headers?: Record<string, string> };
 
+/** withSignal is the init that carries signal, if there is one. */
+function withSignal(signal: AbortSignal | undefined): Init {
+  return signal ? { signal } : {};
+}
+
 /**
  * Client holds the base URL and the bearer token. Call init() once before
  * anything else; every method then waits for it.
@@ -295,28 +300,28 @@ export class Client {
     return JSON.parse(text) as T;
   }
 
-  status(): Promise<Status> {
-    return this.json('/switchyard/v1/status');
+  status(signal?: AbortSignal): Promise<Status> {
+    return this.json('/switchyard/v1/status', withSignal(signal));
   }
 
-  models(): Promise<ModelList> {
-    return this.json('/v1/models');
+  models(signal?: AbortSignal): Promise<ModelList> {
+    return this.json('/v1/models', withSignal(signal));
   }
 
-  config(): Promise<ConfigDoc> {
-    return this.json('/switchyard/v1/config');
+  config(signal?: AbortSignal): Promise<ConfigDoc> {
+    return this.json('/switchyard/v1/config', withSignal(signal));
   }
 
   async requests(f: RequestFilter, signal?: AbortSignal): Promise<RequestRecord[]> {
     const r = await this.json<{ requests: RequestRecord[] | null }>(
       `/switchyard/v1/requests?${requestsQuery(f)}`,
-      signal ? { signal } : {},
+      withSignal(signal),
     );
     return r.requests ?? [];
   }
 
-  request(id: string): Promise<RequestRecord> {
-    return this.json(`/switchyard/v1/requests/${encodeURIComponent(id)}`);
+  request(id: string, signal?: AbortSignal): Promise<RequestRecord> {
+    return this.json(`/switchyard/v1/requests/${encodeURIComponent(id)}`, withSignal(signal));
   }
 
   /**
@@ -330,7 +335,7 @@ export class Client {
     for (const w of waits) {
       if (w) await sleep(w, signal);
       try {
-        return await this.request(id);
+        return await this.request(id, signal);
       } catch (err) {
         last = err;
         if (!(err instanceof APIError && err.status === 404)) throw err;
@@ -341,15 +346,16 @@ export class Client {
 
   stats(since: string, bucket: string, signal?: AbortSignal): Promise<Stats> {
     const q = new URLSearchParams({ since, bucket });
-    return this.json(`/switchyard/v1/stats?${q}`, signal ? { signal } : {});
+    return this.json(`/switchyard/v1/stats?${q}`, withSignal(signal));
   }
 
-  demo(): Promise<DemoState> {
-    return this.json('/switchyard/v1/demo');
+  demo(signal?: AbortSignal): Promise<DemoState> {
+    return this.json('/switchyard/v1/demo', withSignal(signal));
   }
 
-  setFault(candidate: string, fault: string): Promise<DemoServer> {
+  setFault(candidate: string, fault: string, signal?: AbortSignal): Promise<DemoServer> {
     return this.json('/switchyard/v1/demo/fault', {
+      ...withSignal(signal),
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ candidate, fault }),

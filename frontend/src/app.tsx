@@ -12,14 +12,19 @@ import { applyTheme, loadTheme, nextTheme, type ThemeChoice } from './theme';
 import { ConnectionBanner } from './ui/ConnectionBanner';
 import { TokenForm } from './ui/TokenForm';
 
-function useRoute(): [Route, (r: Route) => void] {
+/** go opens a route; the hashchange it causes updates useRoute's state. */
+function go(r: Route): void {
+  window.location.hash = routeHash(r);
+}
+
+function useRoute(): Route {
   const [route, setRoute] = useState(() => parseRoute(window.location.hash));
   useEffect(() => {
     const on = () => setRoute(parseRoute(window.location.hash));
     window.addEventListener('hashchange', on);
     return () => window.removeEventListener('hashchange', on);
   }, []);
-  return [route, (r) => (window.location.hash = routeHash(r))];
+  return route;
 }
 
 const THEME_LABEL: Record<ThemeChoice, string> = { system: 'Theme: system', light: 'Theme: light', dark: 'Theme: dark' };
@@ -28,7 +33,7 @@ export function App() {
   const client = useMemo(() => new Client(), []);
   const live = useMemo(() => new LiveStore(client), [client]);
   const session = useMemo(() => new ChatSession(client, live), [client, live]);
-  const [route, go] = useRoute();
+  const route = useRoute();
   const [theme, setTheme] = useState<ThemeChoice>(loadTheme);
   const [needToken, setNeedToken] = useState(false);
   const [everConnected, setEverConnected] = useState(false);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { describeEvent } from './activity';
-import { failoverSummary, ttftText } from './chat/failover';
+import { failoverSummary, firstTokenTime } from './chat/failover';
 import { modelOptions } from './chat/models';
 import { faultLabel, presets } from './demo/faults';
 import { failoverColumns, ttftColumns } from './history/chartData';
@@ -107,11 +107,20 @@ describe('failoverSummary', () => {
     expect(failoverSummary(r)).toBe('a: connection refused → served by b');
   });
 
-  it('ttftText prefers the client measurement and adds the router one', () => {
-    expect(ttftText(null, null)).toBe('');
-    expect(ttftText(420, null)).toBe('TTFT 420 ms');
-    expect(ttftText(420, req({ ttft_ms: 398 }))).toBe('TTFT 420 ms (router 398 ms)');
-    expect(ttftText(null, req({ ttft_ms: 2100 }))).toBe('TTFT 2.1 s');
+  it('firstTokenTime names both measurements and says when failover is inside', () => {
+    expect(firstTokenTime(null, null)).toBeNull();
+    expect(firstTokenTime(420, null)).toEqual({
+      text: 'time to first token 420 ms',
+      title: 'Time to first token: 420 ms from Send to the first token, measured in this browser.',
+    });
+    const direct = firstTokenTime(420, req({ ttft_ms: 398 }))!;
+    expect(direct.text).toBe('time to first token 420 ms (398 ms in Switchyard)');
+    expect(direct.text).not.toMatch(/router/);
+    expect(direct.title).toContain('Switchyard measured 398 ms from receiving the request to the first token of llama3-vllm.');
+    const failover = firstTokenTime(700, req({ ttft_ms: 251, is_fallback: true }))!;
+    expect(failover.text).toBe('time to first token 700 ms (251 ms in Switchyard, includes failover)');
+    expect(failover.title).toContain('including the time spent on the candidates that failed before it');
+    expect(firstTokenTime(null, req({ ttft_ms: 2100 }))!.text).toBe('time to first token 2.1 s');
   });
 });
 

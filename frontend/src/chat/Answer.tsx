@@ -1,7 +1,8 @@
 import { formatMs } from '../format';
 import { CopyButton } from '../ui/CopyButton';
 import { Markdown } from '../ui/Markdown';
-import { attemptReason, failedAttempts, failoverSummary, ttftText } from './failover';
+import type { RequestRecord } from '../types';
+import { attemptWhy, failedAttempts, failoverSummary, firstTokenTime } from './failover';
 import type { AnswerTurn } from './session';
 
 /** Answer is one assistant message with what the router did under it. */
@@ -10,7 +11,7 @@ export function Answer({ turn }: { turn: AnswerTurn }) {
   const live = phase === 'waiting' || phase === 'streaming';
   const served = route?.servedModel || record?.served_candidate || '';
   const fallback = route?.fallback || record?.is_fallback || false;
-  const ttft = ttftText(turn.ttftMs, record);
+  const ttft = firstTokenTime(turn.ttftMs, record);
   const requestId = route?.requestId ?? record?.id ?? null;
 
   return (
@@ -52,17 +53,7 @@ export function Answer({ turn }: { turn: AnswerTurn }) {
               <div class="muted small">After the first token the router cannot switch models, so the text above is partial.</div>
             </>
           ) : (
-            <>
-              <strong>{record && failedAttempts(record).length > 1 ? 'Every candidate failed.' : 'The request failed.'}</strong>{' '}
-              {error}
-              {record && failedAttempts(record).length > 0 && (
-                <ul class="attempt-reasons">
-                  {failedAttempts(record).map((a) => (
-                    <li key={a.order}>{attemptReason(a)}</li>
-                  ))}
-                </ul>
-              )}
-            </>
+            <FailureWords error={error} record={record} />
           )}
         </div>
       )}
@@ -77,8 +68,8 @@ export function Answer({ turn }: { turn: AnswerTurn }) {
             </span>
           )}
           {ttft && (
-            <span class="mono" data-testid="ttft">
-              {ttft}
+            <span class="ttft" data-testid="ttft" title={ttft.title}>
+              {ttft.text}
             </span>
           )}
           {fallback && (
@@ -98,5 +89,33 @@ export function Answer({ turn }: { turn: AnswerTurn }) {
         </footer>
       )}
     </article>
+  );
+}
+
+/**
+ * FailureWords says why a request got no answer, once: one line per
+ * candidate from the request's record, or the server's message until the
+ * record is there (the message names the same attempts in one long line).
+ */
+function FailureWords({ error, record }: { error: string; record: RequestRecord | null }) {
+  const failed = record ? failedAttempts(record) : [];
+  if (failed.length === 0) {
+    return (
+      <>
+        <strong>The request failed.</strong> {error}
+      </>
+    );
+  }
+  return (
+    <>
+      <strong>{failed.length > 1 ? `None of the ${failed.length} candidates could answer:` : 'The request failed:'}</strong>
+      <ul class="attempt-reasons">
+        {failed.map((a) => (
+          <li key={a.order}>
+            <span class="attempt-candidate">{a.candidate}</span> {attemptWhy(a)}
+          </li>
+        ))}
+      </ul>
+    </>
   );
 }

@@ -1,7 +1,7 @@
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { Client } from '../api';
 import { FaultPanel } from '../demo/FaultPanel';
-import { useObservable } from '../hooks';
+import { useAsync, useObservable } from '../hooks';
 import type { LiveStore } from '../store';
 import { Answer } from './Answer';
 import { Composer } from './Composer';
@@ -38,7 +38,6 @@ export function ChatScreen({ client, live, session }: Props) {
   useObservable(session);
   useObservable(live);
   const status = live.status;
-  const [served, setServed] = useState<string[]>([]);
   const [model, setModel] = useState(() => stored(MODEL_KEY, 'auto'));
   const [thinking, setThinking] = useState(() => stored(THINK_KEY, 'false') === 'true');
   const [text, setText] = useState('');
@@ -46,12 +45,9 @@ export function ChatScreen({ client, live, session }: Props) {
   const scroller = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
 
-  useEffect(() => {
-    client.models().then(
-      (m) => setServed(m.data.map((d) => d.id)),
-      () => setServed([]),
-    );
-  }, [client, status?.candidates?.length]);
+  // What /v1/models serves, again when the fleet changes size.
+  const [list] = useAsync((signal) => client.models(signal), [client, status?.candidates?.length]);
+  const served = useMemo(() => (list.state === 'error' ? [] : (list.value?.data.map((d) => d.id) ?? [])), [list]);
 
   useEffect(() => input.current?.focus(), []);
 

@@ -3,9 +3,14 @@
 import { formatMs, humanOutcome } from '../format';
 import type { Attempt, RequestRecord } from '../types';
 
-/** attemptReason is "candidate: why", using the ready-made error text when there is one. */
+/** attemptWhy says why an attempt did not serve: its ready-made error text when there is one. */
+export function attemptWhy(a: Attempt): string {
+  return a.error || humanOutcome(a.outcome);
+}
+
+/** attemptReason is "candidate: why". */
 export function attemptReason(a: Attempt): string {
-  return `${a.candidate}: ${a.error || humanOutcome(a.outcome)}`;
+  return `${a.candidate}: ${attemptWhy(a)}`;
 }
 
 /**
@@ -29,11 +34,37 @@ export function failoverSummary(r: RequestRecord): string {
   return reasons.length ? `${reasons.join('; ')} → ${served}` : served;
 }
 
-/** ttftText prefers the client's own measurement and adds the router's when they differ. */
-export function ttftText(clientMs: number | null, record: RequestRecord | null): string {
+/** The time to first token as the answer's footer shows it: a short text and the words on hover. */
+export interface FirstTokenTime {
+  text: string;
+  title: string;
+}
+
+/**
+ * firstTokenTime names the two measurements of the time to first token.
+ * The browser's runs from Send to the first token received; Switchyard's
+ * (the record's ttft_ms) from the moment it received the request to the
+ * first token of the candidate that served it, so it includes every
+ * candidate that failed before that one. The browser's adds the trip over
+ * the connection, so it is the larger.
+ */
+export function firstTokenTime(clientMs: number | null, record: RequestRecord | null): FirstTokenTime | null {
   const server = record && record.ttft_ms > 0 ? record.ttft_ms : null;
-  if (clientMs === null && server === null) return '';
-  if (clientMs === null) return `TTFT ${formatMs(server)}`;
-  if (server === null) return `TTFT ${formatMs(clientMs)}`;
-  return `TTFT ${formatMs(clientMs)} (router ${formatMs(server)})`;
+  const failover = record?.is_fallback ?? false;
+  const serverWords =
+    server === null
+      ? ''
+      : `Switchyard measured ${formatMs(server)} from receiving the request to the first token of ${
+          record?.served_candidate || 'the model that answered'
+        }${failover ? ', including the time spent on the candidates that failed before it' : ''}.`;
+  if (clientMs === null && server === null) return null;
+  if (clientMs === null) {
+    return { text: `time to first token ${formatMs(server)}${failover ? ' (includes failover)' : ''}`, title: serverWords };
+  }
+  const clientWords = `Time to first token: ${formatMs(clientMs)} from Send to the first token, measured in this browser.`;
+  if (server === null) return { text: `time to first token ${formatMs(clientMs)}`, title: clientWords };
+  return {
+    text: `time to first token ${formatMs(clientMs)} (${formatMs(server)} in Switchyard${failover ? ', includes failover' : ''})`,
+    title: `${clientWords} ${serverWords}`,
+  };
 }

@@ -1,8 +1,9 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { Client } from '../api';
+import { useAction, useAsync } from '../hooks';
 import { Badge } from '../ui/Badge';
 import { ErrorBox, Loading } from '../ui/States';
-import type { DemoServer, DemoState, Status } from '../types';
+import type { DemoServer, Status } from '../types';
 import { faultLabel, presets, type Preset } from './faults';
 
 interface Props {
@@ -12,49 +13,39 @@ interface Props {
   compact?: boolean;
 }
 
+/** How often the panel reloads the demo fleet: another window or an API caller may change faults too. */
+const POLL_MS = 5000;
+
 /** FaultPanel injects faults into the simulated fleet (demo mode only). */
 export function FaultPanel({ client, status, compact = false }: Props) {
-  const [demo, setDemo] = useState<DemoState | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const [res, reload, update] = useAsync((signal) => client.demo(signal), [client], { pollMs: POLL_MS });
+  const action = useAction();
   const [choice, setChoice] = useState<Record<string, string>>({});
-  const [pending, setPending] = useState<string | null>(null);
+  const [pendingLabel, setPendingLabel] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
+  const demo = res.value ?? null;
+  const pending = action.pending ? pendingLabel : null;
 
-  const load = () => {
-    client.demo().then(
-      (d) => {
-        setDemo(d);
-        setError(null);
+  const apply = (set: [string, string][], label: string) => {
+    setPendingLabel(label);
+    setNotice(null);
+    action.run(
+      async (signal) => {
+        const updated: DemoServer[] = [];
+        for (const [candidate, fault] of set) updated.push(await client.setFault(candidate, fault, signal));
+        return updated;
       },
-      (e: Error) => setError(e.message),
+      (updated) => {
+        update((d) => ({ ...d, servers: d.servers.map((s) => updated.find((u) => u.candidate === s.candidate) ?? s) }));
+        setNotice(`${label}: done. Send a chat to see the router react.`);
+        // A poll that started before the change would bring back the old faults.
+        reload();
+      },
+      (e) => setNotice(`${label} failed: ${e.message}`),
     );
   };
-  useEffect(() => {
-    load();
-    // Another window or an API caller may change faults too; keep the view fresh.
-    const t = setInterval(load, 5000);
-    return () => clearInterval(t);
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [client]);
 
-  const apply = async (set: [string, string][], label: string) => {
-    setPending(label);
-    setNotice(null);
-    try {
-      const updated: DemoServer[] = [];
-      for (const [candidate, fault] of set) updated.push(await client.setFault(candidate, fault));
-      setDemo((d) =>
-        d ? { ...d, servers: d.servers.map((s) => updated.find((u) => u.candidate === s.candidate) ?? s) } : d,
-      );
-      setNotice(`${label}: done. Send a chat to see the router react.`);
-    } catch (e) {
-      setNotice(`${label} failed: ${(e as Error).message}`);
-    } finally {
-      setPending(null);
-    }
-  };
-
-  if (error && !demo) return <ErrorBox title="Could not load the demo fleet" message={error} onRetry={load} />;
+  if (res.state === 'error' && !demo) return <ErrorBox title="Could not load the demo fleet" message={res.error.message} onRetry={reload} />;
   if (!demo) return <Loading what="demo fleet" />;
 
   const ps = presets(status, demo);
@@ -67,7 +58,7 @@ export function FaultPanel({ client, status, compact = false }: Props) {
           key={p.label}
           class={`btn btn-small ${p.label === 'Heal all' ? 'btn-ghost' : ''}`}
           disabled={pending !== null}
-          onClick={() => void apply(p.set, p.label)}
+          onClick={() => apply(p.set, p.label)}
           data-testid={`preset-${p.label.toLowerCase().replace(/[^a-z0-9]+/g, '-')}`}
         >
           {p.label}
@@ -78,7 +69,7 @@ export function FaultPanel({ client, status, compact = false }: Props) {
 
   if (compact) {
     return (
-      <details class="fault-compact" data-testid="fault-compact" onToggle={(e) => (e.currentTarget as HTMLDetailsElement).open && load()}>
+      <details class="fault-compact" data-testid="fault-compact" onToggle={(e) => (e.currentTarget as HTMLDetailsElement).open && reload()}>
         <summary>
           Demo faults
           {sick.length ? (
@@ -164,7 +155,7 @@ export function FaultPanel({ client, status, compact = false }: Props) {
                     class="btn btn-small"
                     disabled={pending !== null}
                     data-testid={`fault-apply-${s.candidate}`}
-                    onClick={() => void apply([[s.candidate, selected]], `${s.candidate}: ${faultLabel(selected)}`)}
+                    onClick={() => apply([[s.candidate, selected]], `${s.candidate}: ${faultLabel(selected)}`)}
                   >
                     Apply
                   </button>

@@ -1,7 +1,7 @@
 import { formatCountdown, formatMs, remainingAt } from '../format';
 import { Badge } from '../ui/Badge';
 import type { CandidateStatus } from '../types';
-import { breakerState, breakerTone } from './breaker';
+import { breakerFact, breakerHint, breakerState, breakerTone } from './breaker';
 
 interface Props {
   c: CandidateStatus;
@@ -20,6 +20,7 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) 
   const cooldown = remainingAt(c.breaker.remaining_ms, receivedAt, now);
   const busy = remainingAt(c.busy_ms, receivedAt, now);
   const ttft = c.ttft;
+  const fact = breakerFact(c.breaker);
   return (
     <article
       class={`card candidate state-${state} ${c.enabled ? '' : 'disabled'}`}
@@ -30,7 +31,7 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) 
         <h3 id={`cand-${c.id}`} class="mono">
           {c.id}
         </h3>
-        <Badge tone={breakerTone(state)} testid={`breaker-${c.id}`} title="Circuit breaker state">
+        <Badge tone={breakerTone(state)} testid={`breaker-${c.id}`} title={breakerHint(state)}>
           {state}
         </Badge>
       </header>
@@ -56,7 +57,7 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) 
       {state === 'open' &&
         (cooldown > 0 ? (
           <p class="cooldown">
-            Cooling down — next probe in{' '}
+            Cooling down — next trial in{' '}
             <strong class="mono" data-testid={`countdown-${c.id}`}>
               {formatCountdown(cooldown)}
             </strong>
@@ -67,11 +68,13 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) 
             <strong class="mono" data-testid={`countdown-${c.id}`}>
               {formatCountdown(0)}
             </strong>
-            ): the next request is the probe.
+            ): the next request is a single trial.
           </p>
         ))}
       {state === 'half_open' && (
-        <p class="cooldown">{c.breaker.probing ? 'Probe request in flight…' : 'Next request is the probe.'}</p>
+        <p class="cooldown">
+          {c.breaker.probing ? 'Trial request in flight: it decides whether the breaker closes.' : 'The next request is a single trial.'}
+        </p>
       )}
 
       <dl class="stats">
@@ -99,9 +102,9 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) 
             {(!ttft || ttft.n < LEARN_AFTER) && <span class="muted small"> ceiling</span>}
           </dd>
         </div>
-        <div>
-          <dt>Failures in a row</dt>
-          <dd class="mono">{c.breaker.failures}</dd>
+        <div title={fact.hint} data-testid={`breaker-fact-${c.id}`}>
+          <dt>{fact.term}</dt>
+          <dd class="mono">{fact.value}</dd>
         </div>
       </dl>
 

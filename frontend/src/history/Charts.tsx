@@ -3,7 +3,7 @@ import uPlot from 'uplot';
 import type { Client } from '../api';
 import { useAsync } from '../hooks';
 import { Empty, ErrorBox, Loading } from '../ui/States';
-import { RANGES, failoverColumns, ttftColumns } from './chartData';
+import { RANGES, failoverColumns, legendValue, timeAt, timeTickLabels, ttftColumns, xRange } from './chartData';
 import { UPlotChart } from './UPlotChart';
 
 /** Series colours, distinct in both themes. */
@@ -13,17 +13,26 @@ function msAxis(v: number): string {
   return v >= 1000 ? `${Number((v / 1000).toFixed(1))} s` : `${Math.round(v)} ms`;
 }
 
-const hhmm = uPlot.fmtDate('{HH}:{mm}');
-const dayhhmm = uPlot.fmtDate('{MMM} {D} {HH}:{mm}');
-
-/** timeValues labels the x axis in 24-hour local time, with the day when the range spans days. */
-function timeValues(_u: uPlot, splits: number[]): string[] {
-  const span = (splits[splits.length - 1] ?? 0) - (splits[0] ?? 0);
-  const fmt = span > 20 * 3600 ? dayhhmm : hhmm;
-  return splits.map((s) => fmt(new Date(s * 1000)));
+/** What every chart of the card shares: the time range shown and how a bucket's time reads. */
+interface TimeAxis {
+  range: [number, number];
+  bucketSec: number;
 }
 
-function baseOptions(width: number, css: (n: string) => string, title: string): Partial<uPlot.Options> {
+/** The x series (time): the bucket under the cursor, or "latest" when the cursor is off the chart. */
+function timeSeries(t: TimeAxis): uPlot.Series {
+  return { label: 'Time', value: (_u, v, _s, idx) => (idx == null || v == null ? 'latest' : timeAt(v, t.bucketSec)) };
+}
+
+/** legend formats a y series' legend value: the value under the cursor, else the latest one. */
+function legend(fmt: (v: number) => string): uPlot.Series['value'] {
+  return (u, _v, sidx, idx) => {
+    const y = legendValue(u.data[sidx] ?? [], idx);
+    return y == null ? '—' : fmt(y);
+  };
+}
+
+function baseOptions(width: number, css: (n: string) => string, title: string, t: TimeAxis): Partial<uPlot.Options> {
   const axis = {
     stroke: css('--muted'),
     grid: { stroke: css('--grid'), width: 1 },
@@ -34,7 +43,15 @@ function baseOptions(width: number, css: (n: string) => string, title: string): 
     width,
     height: 220,
     cursor: { drag: { x: false, y: false } },
-    axes: [{ ...axis, values: timeValues }, { ...axis, size: 60 }],
+    scales: { x: { time: true, range: () => t.range } },
+    axes: [
+      {
+        ...axis,
+        space: 80,
+        values: (_u: uPlot, splits: number[], _ax: number, _space: number, step: number) => timeTickLabels(splits, step),
+      },
+      { ...axis, size: 60 },
+    ],
   };
 }
 
@@ -46,6 +63,11 @@ export function Charts({ client, refreshKey }: { client: Client; refreshKey: num
   const stats = res.value;
   const ttft = useMemo(() => ttftColumns(stats?.ttft ?? []), [stats]);
   const fo = useMemo(() => failoverColumns(stats?.failover ?? []), [stats]);
+  // Both charts show the same stretch of time, up to when the stats came.
+  const time = useMemo<TimeAxis>(() => {
+    const xs = [...ttft.xs, ...fo.xs].sort((a, b) => a - b);
+    return { range: xRange(xs, range.bucketSec, Date.now() / 1000), bucketSec: range.bucketSec };
+  }, [ttft, fo, range]);
 
   const ttftData = useMemo(
     () => [ttft.xs, ...ttft.candidates.flatMap((_, i) => [ttft.p50[i]!, ttft.p95[i]!])] as uPlot.AlignedData,
@@ -53,11 +75,11 @@ export function Charts({ client, refreshKey }: { client: Client; refreshKey: num
   );
   const ttftOpts = useCallback(
     (width: number, css: (n: string) => string): uPlot.Options => {
-      const base = baseOptions(width, css, 'Time to first token');
-      const series: uPlot.Series[] = [{ label: 'Time' }];
+      const base = baseOptions(width, css, 'Time to first token', time);
+      const series: uPlot.Series[] = [timeSeries(time)];
+      const value = legend(msAxis);
       ttft.candidates.forEach((c, i) => {
         const color = PALETTE[i % PALETTE.length]!;
-        const value = (_u: uPlot, v: number | null) => (v == null ? '—' : msAxis(v));
         series.push({ label: `${c} p50`, stroke: color, width: 2, spanGaps: true, points: { size: 4 }, value });
         series.push({ label: `${c} p95`, stroke: color, width: 1.5, dash: [5, 4], spanGaps: true, points: { show: false }, value });
       });
@@ -65,43 +87,46 @@ export function Charts({ client, refreshKey }: { client: Client; refreshKey: num
         ...base,
         series,
         axes: [base.axes![0]!, { ...base.axes![1]!, values: (_u, vals) => vals.map(msAxis) }],
-        scales: { y: { range: (_u, _min, max) => [0, Math.max(100, max * 1.1)] } },
+        scales: { ...base.scales, y: { range: (_u, _min, max) => [0, Math.max(100, max * 1.1)] } },
       } as uPlot.Options;
     },
-    [ttft],
+    [ttft, time],
   );
 
   const foData = useMemo(() => [fo.xs, fo.fallbackPct, fo.errorPct] as uPlot.AlignedData, [fo]);
-  const foOpts = useCallback((width: number, css: (n: string) => string): uPlot.Options => {
-    const base = baseOptions(width, css, 'Failover rate');
-    const pct = (_u: uPlot, v: number | null) => (v == null ? '—' : `${v.toFixed(0)}%`);
-    return {
-      ...base,
-      series: [
-        { label: 'Time' },
-        {
-          label: 'needed a fallback',
-          stroke: css('--warn'),
-          fill: css('--warn'),
-          width: 0,
-          paths: uPlot.paths.bars!({ size: [0.7, 40], gap: 1 }),
-          points: { show: false },
-          value: pct,
-        },
-        {
-          label: 'failed',
-          stroke: css('--bad'),
-          fill: css('--bad'),
-          width: 0,
-          paths: uPlot.paths.bars!({ size: [0.35, 20], gap: 1 }),
-          points: { show: false },
-          value: pct,
-        },
-      ],
-      axes: [base.axes![0]!, { ...base.axes![1]!, values: (_u, vals) => vals.map((v) => `${v}%`) }],
-      scales: { y: { range: [0, 100] } },
-    } as uPlot.Options;
-  }, []);
+  const foOpts = useCallback(
+    (width: number, css: (n: string) => string): uPlot.Options => {
+      const base = baseOptions(width, css, 'Failover rate', time);
+      const pct = legend((v) => `${v.toFixed(0)}%`);
+      return {
+        ...base,
+        series: [
+          timeSeries(time),
+          {
+            label: 'needed a fallback',
+            stroke: css('--warn'),
+            fill: css('--warn'),
+            width: 0,
+            paths: uPlot.paths.bars!({ size: [0.7, 40], gap: 1 }),
+            points: { show: false },
+            value: pct,
+          },
+          {
+            label: 'failed',
+            stroke: css('--bad'),
+            fill: css('--bad'),
+            width: 0,
+            paths: uPlot.paths.bars!({ size: [0.35, 20], gap: 1 }),
+            points: { show: false },
+            value: pct,
+          },
+        ],
+        axes: [base.axes![0]!, { ...base.axes![1]!, values: (_u, vals) => vals.map((v) => `${v}%`) }],
+        scales: { ...base.scales, y: { range: [0, 100] } },
+      } as uPlot.Options;
+    },
+    [time],
+  );
 
   return (
     <section class="card charts" aria-labelledby="charts-title">

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { APIError, type Client } from '../api';
-import { useObservable } from '../hooks';
+import { useAction, useAsync, useObservable } from '../hooks';
 import type { LiveStore } from '../store';
 import { Empty, ErrorBox, Loading } from '../ui/States';
 import type { RequestRecord } from '../types';
@@ -17,38 +17,43 @@ interface Props {
   onSelect(id: string | null): void;
 }
 
-type Detail = { kind: 'ok'; r: RequestRecord } | { kind: 'error'; message: string };
+/** The rows shown, and whether older ones are left to load. */
+interface Page {
+  rows: RequestRecord[];
+  more: boolean;
+}
 
-type Load = { state: 'loading' } | { state: 'ok' } | { state: 'error'; message: string };
+const page = (rows: RequestRecord[]): Page => ({ rows, more: rows.length >= PAGE });
 
 export function HistoryScreen({ client, live, selected, onSelect }: Props) {
   useObservable(live);
   const [filters, setFilters] = useState<Filters>(NO_FILTERS);
-  const [rows, setRows] = useState<RequestRecord[]>([]);
-  const [load, setLoad] = useState<Load>({ state: 'loading' });
-  const [more, setMore] = useState(false);
-  const [loadingMore, setLoadingMore] = useState(false);
-  const [tick, setTick] = useState(0);
-  const [detail, setDetail] = useState<Detail | null>(null);
   const [chartKey, setChartKey] = useState(0);
   const lastChartBump = useRef(0);
 
   // The first page, again whenever the filters change.
-  useEffect(() => {
-    const ctl = new AbortController();
-    setLoad({ state: 'loading' });
-    client.requests(toQuery(filters, Date.now()), ctl.signal).then(
-      (rs) => {
-        setRows(rs);
-        setMore(rs.length >= PAGE);
-        setLoad({ state: 'ok' });
-      },
-      (e: Error) => {
-        if (!ctl.signal.aborted) setLoad({ state: 'error', message: e.message });
-      },
+  const [first, reload, update] = useAsync(
+    (signal) => client.requests(toQuery(filters, Date.now()), signal).then(page),
+    [client, filters],
+  );
+  const rows = first.value?.rows ?? [];
+
+  // Older pages, on demand. A change of filters abandons one on its way.
+  const older = useAction();
+  const abortOlder = older.abort;
+  useEffect(() => abortOlder, [abortOlder, filters]);
+  const loadMore = () => {
+    const last = rows[rows.length - 1];
+    if (!last) return;
+    older.run(
+      (signal) => client.requests(toQuery(filters, Date.now(), last.id), signal),
+      (rs) =>
+        update((cur) => ({
+          rows: [...cur.rows, ...rs.filter((r) => !cur.rows.some((c) => c.id === r.id))],
+          more: page(rs).more,
+        })),
     );
-    return () => ctl.abort();
-  }, [client, filters, tick]);
+  };
 
   // Back online after an outage: reload what failed, and the charts.
   const outage = useRef(false);
@@ -56,77 +61,50 @@ export function HistoryScreen({ client, live, selected, onSelect }: Props) {
     if (live.conn.kind === 'reconnecting') outage.current = true;
     else if (live.conn.kind === 'open' && outage.current) {
       outage.current = false;
-      setTick((t) => t + 1);
+      reload();
       setChartKey((k) => k + 1);
     }
-  }, [live.conn.kind]);
+  }, [live.conn.kind, reload]);
 
   // Finished requests arrive live; the charts refresh at most every 10 s.
   useEffect(
     () =>
       live.onRequestDone((r) => {
-        if (matches(r, filters)) setRows((rs) => mergeNewest(rs, r));
-        setDetail((d) => (d?.kind === 'ok' && d.r.id === r.id ? { kind: 'ok', r } : d));
+        if (matches(r, filters)) update((p) => ({ ...p, rows: mergeNewest(p.rows, r) }));
         const now = Date.now();
         if (now - lastChartBump.current > 10000) {
           lastChartBump.current = now;
           setChartKey((k) => k + 1);
         }
       }),
-    [live, filters],
+    [live, filters, update],
   );
 
-  // The open timeline: from the rows when there, else fetched.
-  useEffect(() => {
-    if (!selected) {
-      setDetail(null);
-      return;
-    }
-    const have = rows.find((r) => r.id === selected) ?? live.recentRequest(selected);
-    if (have) {
-      setDetail({ kind: 'ok', r: have });
-      return;
-    }
-    setDetail(null);
-    let gone = false;
-    client.request(selected).then(
-      (r) => !gone && setDetail({ kind: 'ok', r }),
-      (e: Error) =>
-        !gone &&
-        setDetail({
-          kind: 'error',
-          message: e instanceof APIError && e.status === 404 ? 'No request with this id in the history.' : e.message,
-        }),
-    );
-    return () => {
-      gone = true;
-    };
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [client, selected, rows.length === 0]);
-
-  const loadMore = () => {
-    const last = rows[rows.length - 1];
-    if (!last) return;
-    setLoadingMore(true);
-    client.requests(toQuery(filters, Date.now(), last.id)).then(
-      (rs) => {
-        setRows((cur) => [...cur, ...rs.filter((r) => !cur.some((c) => c.id === r.id))]);
-        setMore(rs.length >= PAGE);
-        setLoadingMore(false);
-      },
-      () => setLoadingMore(false),
-    );
-  };
+  // The open timeline: from the rows or the live store when there, else fetched.
+  const known = selected ? (rows.find((r) => r.id === selected) ?? live.recentRequest(selected) ?? null) : null;
+  const mustFetch = selected !== null && known === null;
+  const [fetched] = useAsync(
+    (signal) => (selected && mustFetch ? client.request(selected, signal) : Promise.resolve(null)),
+    [client, selected, mustFetch],
+  );
+  const detail = known ?? (fetched.value?.id === selected ? fetched.value : null);
 
   const set = (patch: Partial<Filters>) => setFilters((f) => ({ ...f, ...patch }));
   const filtered = filters.served || filters.fallback || filters.status || filters.range !== 'all';
   const candidates = (live.status?.candidates ?? []).map((c) => c.id);
-  const detailView = !selected ? null : detail === null ? (
-    <Loading what="the request" />
-  ) : detail.kind === 'error' ? (
-    <ErrorBox title="Could not open this request" message={detail.message} />
+  const detailView = !selected ? null : detail ? (
+    <Timeline r={detail} onClose={() => onSelect(null)} />
+  ) : fetched.state === 'error' ? (
+    <ErrorBox
+      title="Could not open this request"
+      message={
+        fetched.error instanceof APIError && fetched.error.status === 404
+          ? 'No request with this id in the history.'
+          : fetched.error.message
+      }
+    />
   ) : (
-    <Timeline r={detail.r} onClose={() => onSelect(null)} />
+    <Loading what="the request" />
   );
 
   return (
@@ -188,12 +166,12 @@ export function HistoryScreen({ client, live, selected, onSelect }: Props) {
         )}
       </form>
 
-      {selected && !rows.some((r) => r.id === selected) && load.state !== 'loading' && detailView}
+      {selected && !rows.some((r) => r.id === selected) && first.state !== 'loading' && detailView}
       <div class="history-list">
-        {load.state === 'loading' && rows.length === 0 ? (
+        {first.state === 'loading' && rows.length === 0 ? (
           <Loading what="requests" />
-        ) : load.state === 'error' ? (
-          <ErrorBox title="Could not load the history" message={load.message} onRetry={() => setTick((t) => t + 1)} />
+        ) : first.state === 'error' ? (
+          <ErrorBox title="Could not load the history" message={first.error.message} onRetry={reload} />
         ) : rows.length === 0 ? (
           <Empty title={filtered ? 'No requests match these filters' : 'No requests yet'}>
             {filtered
@@ -208,9 +186,9 @@ export function HistoryScreen({ client, live, selected, onSelect }: Props) {
               onOpen={(id) => onSelect(id === selected ? null : id)}
               detail={detailView}
             />
-            {more && (
-              <button type="button" class="btn btn-ghost load-more" onClick={loadMore} disabled={loadingMore}>
-                {loadingMore ? 'Loading…' : 'Load older requests'}
+            {first.value?.more && (
+              <button type="button" class="btn btn-ghost load-more" onClick={loadMore} disabled={older.pending}>
+                {older.pending ? 'Loading…' : 'Load older requests'}
               </button>
             )}
           </>

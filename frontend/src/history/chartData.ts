@@ -56,8 +56,76 @@ export function failoverColumns(points: readonly FailoverPoint[]): FailoverColum
 
 /** The chart ranges offered, each with a bucket that gives about 60 points. */
 export const RANGES = [
-  { id: '1h', label: 'Last hour', since: '1h', bucket: '1m' },
-  { id: '6h', label: 'Last 6 hours', since: '6h', bucket: '5m' },
-  { id: '24h', label: 'Last 24 hours', since: '24h', bucket: '30m' },
-  { id: '7d', label: 'Last 7 days', since: '168h', bucket: '3h' },
+  { id: '1h', label: 'Last hour', since: '1h', bucket: '1m', bucketSec: 60 },
+  { id: '6h', label: 'Last 6 hours', since: '6h', bucket: '5m', bucketSec: 300 },
+  { id: '24h', label: 'Last 24 hours', since: '24h', bucket: '30m', bucketSec: 1800 },
+  { id: '7d', label: 'Last 7 days', since: '168h', bucket: '3h', bucketSec: 3 * 3600 },
 ] as const;
+
+/**
+ * xRange is the stretch of time a chart shows, in unix seconds: from half a
+ * bucket before its first point to now (or half a bucket past its last), and
+ * at least two buckets wide. So a server that has run for three minutes
+ * gets a three-minute axis, not an hour of nothing or, for a single point,
+ * uPlot's own guess of a span of years.
+ */
+export function xRange(xs: readonly number[], bucketSec: number, nowSec: number): [number, number] {
+  const first = (xs[0] ?? nowSec) - bucketSec / 2;
+  const max = Math.max(nowSec, (xs[xs.length - 1] ?? nowSec) + bucketSec / 2);
+  return [Math.min(first, max - 2 * bucketSec), max];
+}
+
+const pad2 = (n: number) => String(n).padStart(2, '0');
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const hm = (d: Date) => `${pad2(d.getHours())}:${pad2(d.getMinutes())}`;
+const hms = (d: Date) => `${hm(d)}:${pad2(d.getSeconds())}`;
+const day = (d: Date) => `${MONTHS[d.getMonth()]} ${d.getDate()}`;
+const sameDay = (a: Date, b: Date) => a.toDateString() === b.toDateString();
+
+/**
+ * timeTickLabels labels the ticks of a time axis (unix seconds, local
+ * time, 24-hour clock) by the step between them, so that no two read the
+ * same: seconds when ticks are under a minute apart, hours and minutes
+ * under a day, the date from a day. When the ticks cross midnight the
+ * first tick and the first of each new day carry the date too.
+ */
+export function timeTickLabels(splits: readonly number[], stepSec: number): string[] {
+  const dates = splits.map((s) => new Date(s * 1000));
+  if (stepSec >= 86400) return dates.map((d) => day(d));
+  const clock = stepSec < 60 ? hms : hm;
+  const first = dates[0];
+  const last = dates[dates.length - 1];
+  const acrossDays = first !== undefined && last !== undefined && !sameDay(first, last);
+  return dates.map((d, i) => {
+    const prev = dates[i - 1];
+    const newDay = acrossDays && (prev === undefined || !sameDay(prev, d));
+    return newDay ? `${day(d)} ${clock(d)}` : clock(d);
+  });
+}
+
+/**
+ * timeAt names the bucket that starts at sec, for the legend: "20:53–20:54",
+ * to the second for buckets under a minute, with the date when it is not
+ * today.
+ */
+export function timeAt(sec: number, bucketSec: number, now = new Date()): string {
+  const from = new Date(sec * 1000);
+  const to = new Date((sec + bucketSec) * 1000);
+  const clock = bucketSec < 60 ? hms : hm;
+  const range = `${clock(from)}–${sameDay(from, to) ? clock(to) : `${day(to)} ${clock(to)}`}`;
+  return sameDay(from, now) ? range : `${day(from)} ${range}`;
+}
+
+/**
+ * legendValue is the value a legend shows for a series: the one under the
+ * cursor, or, when the cursor is off the chart (idx null), the latest
+ * value the series has.
+ */
+export function legendValue(ys: ArrayLike<number | null | undefined>, idx: number | null | undefined): number | null {
+  if (idx != null) return ys[idx] ?? null;
+  for (let i = ys.length - 1; i >= 0; i--) {
+    const y = ys[i];
+    if (y != null) return y;
+  }
+  return null;
+}

@@ -1,3 +1,4 @@
+import { Fragment } from 'preact';
 import type { Client } from '../api';
 import { isDesktop, openDataFolder } from '../desktop';
 import { formatDateTime } from '../format';
@@ -21,7 +22,7 @@ const SOURCES: Record<string, string> = {
 export function SettingsScreen({ client, live }: Props) {
   useObservable(live);
   // Refetch whenever a `config` event says an edit was applied or rejected.
-  const [res, reload] = useAsync(() => client.config(), [client, live.configVersion]);
+  const [res, reload] = useAsync((signal) => client.config(signal), [client, live.configVersion]);
   const cfg = res.value;
   // The live status carries the latest rejection too, between refetches.
   const error = cfg?.error || live.status?.config?.error || '';
@@ -65,8 +66,8 @@ export function SettingsScreen({ client, live }: Props) {
           <dl class="stats stats-wide">
             <div>
               <dt>File</dt>
-              <dd class="mono" data-testid="config-path">
-                {cfg.path || '(none)'}
+              <dd class="mono path" data-testid="config-path" title={cfg.path || undefined}>
+                {cfg.path ? <BreakablePath path={cfg.path} /> : '(none)'}
               </dd>
             </div>
             <div>
@@ -92,5 +93,23 @@ export function SettingsScreen({ client, live }: Props) {
         </section>
       ) : null}
     </section>
+  );
+}
+
+/**
+ * BreakablePath lets a long path wrap after its slashes rather than run
+ * into the next column; the whole path stays one string to copy.
+ */
+function BreakablePath({ path }: { path: string }) {
+  const parts = path.split(/(?<=[/\\])/);
+  return (
+    <>
+      {parts.map((p, i) => (
+        <Fragment key={i}>
+          {p}
+          {i < parts.length - 1 && <wbr />}
+        </Fragment>
+      ))}
+    </>
   );
 }
