@@ -4,6 +4,10 @@
 
 SHELL := /bin/bash
 BIN := build/bin/switchyard
+
+# The real model servers the integration tests run against
+# (backend/realserver): CI and a checkout beside ../shared have them.
+export SWITCHYARD_REALSERVERS ?= $(if $(wildcard ../shared/realservers/ollama-cpu-linux-amd64.tar.gz),$(abspath ../shared/realservers))
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -26,12 +26,15 @@ type Settings struct {
 	// Window is how many recent warm TTFTs are kept per candidate.
 	// Default 200.
 	Window int
-	// Resident reports whether c's model is loaded (known=false when
-	// nobody can tell). Nil means always unknown.
-	Resident func(c fleet.Candidate) (resident, known bool)
+	// Resident reports whether c's model is loaded, as seen at time at
+	// (known=false when nobody can tell). A model that answered after at
+	// is taken as loaded whatever it says. Nil means always unknown.
+	Resident func(c fleet.Candidate) (resident, known bool, at time.Time)
 	// LoadTime is the configured expected load time of c, zero when not
 	// configured; a learned one (Ollama's load_duration) is used otherwise.
 	LoadTime func(c fleet.Candidate) time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
 }
 
 func (s Settings) withDefaults() Settings {
@@ -47,6 +50,9 @@ func (s Settings) withDefaults() Settings {
 	if s.Window <= 0 {
 		s.Window = 200
 	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
 	return s
 }
 
@@ -58,10 +64,11 @@ type Learner struct {
 }
 
 type samples struct {
-	ring  []time.Duration // warm TTFTs, oldest overwritten first
-	next  int
-	load  time.Duration // the longest recent load time seen, decayed on each new one
-	stats *Stats        // percentiles of ring, computed on demand; nil after a change
+	ring     []time.Duration // warm TTFTs, oldest overwritten first
+	next     int
+	answered time.Time     // when the model last produced a first token: loaded then
+	load     time.Duration // the longest recent load time seen, decayed on each new one
+	stats    *Stats        // percentiles of ring, computed on demand; nil after a change
 }
 
 // New returns a learner without samples.
@@ -105,6 +112,11 @@ func (l *Learner) get(id string) *samples {
 // realLoad) is remembered as the expected load time; a warm answer's
 // load_duration of a millisecond is not a load and teaches nothing.
 func (l *Learner) Observe(c fleet.Candidate, s fleet.TTFTSample) {
+	if s.TTFT > 0 {
+		l.mu.Lock()
+		l.get(c.ID).answered = l.s.Now()
+		l.mu.Unlock()
+	}
 	loaded := realLoad(s)
 	if loaded {
 		load := s.Usage.LoadDuration
@@ -179,11 +191,20 @@ func (l *Learner) FirstToken(c fleet.Candidate, ceiling time.Duration) (time.Dur
 		d = min(max(d, l.s.Floor), ceiling)
 	}
 	if l.s.Resident != nil {
-		if resident, known := l.s.Resident(c); known && !resident {
+		if resident, known, at := l.s.Resident(c); known && !resident && !l.answeredSince(c.ID, at) {
 			return d + l.loadTime(c), true
 		}
 	}
 	return d, false
+}
+
+// answeredSince reports whether candidate id's model produced a first
+// token after t: it was loaded then, whatever an older poll said.
+func (l *Learner) answeredSince(id string, t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.by[id]
+	return ok && s.answered.After(t)
 }
 
 // loadTime is c's expected load time: configured, else learned, else a

@@ -16,7 +16,7 @@ func TestFirstToken(t *testing.T) {
 	tests := []struct {
 		name     string
 		samples  []time.Duration
-		resident func(fleet.Candidate) (bool, bool)
+		resident func(fleet.Candidate) (bool, bool, time.Time)
 		loadTime time.Duration
 		want     time.Duration
 		wantCold bool
@@ -27,15 +27,15 @@ func TestFirstToken(t *testing.T) {
 		{name: "floor", samples: repeat(ms(100), 20), want: 2 * time.Second},
 		{name: "capped at the ceiling", samples: repeat(20*time.Second, 20), want: ceiling},
 		{name: "cold model gets its configured load time on top",
-			samples: repeat(ms(800), 20), resident: func(fleet.Candidate) (bool, bool) { return false, true },
+			samples: repeat(ms(800), 20), resident: func(fleet.Candidate) (bool, bool, time.Time) { return false, true, time.Now() },
 			loadTime: 30 * time.Second, want: 4*ms(800) + 30*time.Second, wantCold: true},
 		{name: "cold model without a known load time gets the default allowance",
-			resident: func(fleet.Candidate) (bool, bool) { return false, true },
+			resident: func(fleet.Candidate) (bool, bool, time.Time) { return false, true, time.Now() },
 			want:     ceiling + DefaultLoadTime, wantCold: true},
 		{name: "resident: no allowance", samples: repeat(ms(800), 20),
-			resident: func(fleet.Candidate) (bool, bool) { return true, true }, want: 4 * ms(800)},
+			resident: func(fleet.Candidate) (bool, bool, time.Time) { return true, true, time.Now() }, want: 4 * ms(800)},
 		{name: "residency unknown: no allowance", samples: repeat(ms(800), 20),
-			resident: func(fleet.Candidate) (bool, bool) { return false, false }, want: 4 * ms(800)},
+			resident: func(fleet.Candidate) (bool, bool, time.Time) { return false, false, time.Time{} }, want: 4 * ms(800)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,7 +72,7 @@ func TestColdSamplesAreNotLearnedAsWarm(t *testing.T) {
 }
 
 func TestLearnedLoadTime(t *testing.T) {
-	cold := func(fleet.Candidate) (bool, bool) { return false, true }
+	cold := func(fleet.Candidate) (bool, bool, time.Time) { return false, true, time.Now() }
 	l := New(Settings{Resident: cold})
 	l.Observe(qwen, fleet.TTFTSample{TTFT: 9 * time.Second, Usage: &fleet.Usage{LoadDuration: 8 * time.Second}})
 	d, isCold := l.FirstToken(qwen, 60*time.Second)
@@ -119,7 +119,7 @@ func TestHedgeAfter(t *testing.T) {
 // made the load allowance of a 300 ms cold load fall to ~16 ms, too short
 // for the next cold start (docs/DESIGN.md, "First-token deadlines").
 func TestWarmAnswersDoNotTeachLoadTime(t *testing.T) {
-	cold := func(fleet.Candidate) (bool, bool) { return false, true }
+	cold := func(fleet.Candidate) (bool, bool, time.Time) { return false, true, time.Now() }
 	l := New(Settings{Resident: cold})
 	l.Observe(qwen, fleet.TTFTSample{TTFT: ms(350), Cold: true, Usage: &fleet.Usage{LoadDuration: ms(300)}})
 	for range 30 {
@@ -144,5 +144,19 @@ func TestQueuedSamplesAreNotLearned(t *testing.T) {
 	}
 	if st := l.Stats(qwen.ID); st.N != 20 || st.P99 != ms(300) {
 		t.Errorf("Stats() = %+v; want the 20 unqueued samples only", st)
+	}
+}
+
+// A poll is a few seconds old: a model that answered since the poll that
+// said it was not loaded is loaded now, and its answers are warm samples.
+func TestAnswerAfterThePollMeansResident(t *testing.T) {
+	polled := time.Now()
+	l := New(Settings{Resident: func(fleet.Candidate) (bool, bool, time.Time) { return false, true, polled }})
+	if _, cold := l.FirstToken(qwen, time.Minute); !cold {
+		t.Fatal("before any answer: not cold; want cold, as the poll says")
+	}
+	l.Observe(qwen, fleet.TTFTSample{TTFT: ms(400), Cold: true, Usage: &fleet.Usage{LoadDuration: ms(350)}})
+	if _, cold := l.FirstToken(qwen, time.Minute); cold {
+		t.Error("after an answer newer than the poll: cold; want warm")
 	}
 }

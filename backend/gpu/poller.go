@@ -470,20 +470,20 @@ func (p *Poller) lookup(c fleet.Candidate) (*endpoint, *report) {
 }
 
 // Residency reports whether c's model is loaded, from its Ollama server's
-// latest /api/ps: known is false for other providers, before the first
-// poll, and while polls fail. It does no I/O; deadline.Settings.Resident
-// takes it as is.
-func (p *Poller) Residency(c fleet.Candidate) (resident, known bool) {
+// latest /api/ps, taken at at: known is false for other providers, before
+// the first poll, and while polls fail. It does no I/O;
+// deadline.Settings.Resident takes it as is.
+func (p *Poller) Residency(c fleet.Candidate) (resident, known bool, at time.Time) {
 	_, rep := p.lookup(c)
 	if rep == nil || !rep.ollama {
-		return false, false
+		return false, false, time.Time{}
 	}
 	for _, r := range rep.running {
 		if fleet.SameModel(r.Name, c.Model) {
-			return true, true
+			return true, true, rep.at
 		}
 	}
-	return false, true
+	return false, true, rep.at
 }
 
 // SeenSize returns the size c's model had when its Ollama server last
@@ -558,14 +558,16 @@ func (p *Poller) Slots(c fleet.Candidate) int {
 }
 
 // Waiting reports whether c's server says requests wait for it: llama.cpp
-// requests deferred or every slot busy, vLLM requests waiting. It does no
-// I/O.
+// requests deferred (its /metrics), vLLM requests waiting. Busy slots are
+// not waiting requests: they are mostly Switchyard's own, which the router
+// counts itself, and a poll seconds old would take a finished one for
+// a queue. It does no I/O.
 func (p *Poller) Waiting(c fleet.Candidate) bool {
 	_, rep := p.lookup(c)
 	if rep == nil || rep.err != nil {
 		return false
 	}
-	if l := rep.llama; l != nil && (l.deferred > 0 || l.slots > 0 && l.busy >= l.slots) {
+	if l := rep.llama; l != nil && l.deferred > 0 {
 		return true
 	}
 	g, ok := rep.gauges(c.Model)

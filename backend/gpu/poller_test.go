@@ -118,7 +118,7 @@ func TestPollerOllamaPS(t *testing.T) {
 	cold := fleet.Candidate{ID: "cold", Provider: fleet.ProviderOllama, URL: srv.URL, Model: "phi4", Enabled: true}
 	p, _ := newTestPoller(t, big, small, cold)
 
-	if _, known := p.Residency(big); known {
+	if _, known, _ := p.Residency(big); known {
 		t.Error("Residency() before the first poll: known; want unknown")
 	}
 	p.Poll(t.Context())
@@ -129,7 +129,7 @@ func TestPollerOllamaPS(t *testing.T) {
 		c               fleet.Candidate
 		resident, known bool
 	}{{big, true, true}, {small, true, true}, {cold, false, true}} {
-		if resident, known := p.Residency(tt.c); resident != tt.resident || known != tt.known {
+		if resident, known, _ := p.Residency(tt.c); resident != tt.resident || known != tt.known {
 			t.Errorf("Residency(%s) = %v, %v; want %v, %v", tt.c.ID, resident, known, tt.resident, tt.known)
 		}
 	}
@@ -150,7 +150,7 @@ func TestPollerOllamaPS(t *testing.T) {
 		t.Errorf("SeenSize(cold) = %d; want 0", got)
 	}
 	other := fleet.Candidate{ID: "x", Provider: fleet.ProviderOllama, URL: "http://127.0.0.1:1", Model: "qwen3:32b", Enabled: true}
-	if _, known := p.Residency(other); known {
+	if _, known, _ := p.Residency(other); known {
 		t.Error("Residency() of an endpoint never polled: known; want unknown")
 	}
 }
@@ -206,7 +206,7 @@ func TestPollerVLLMMetrics(t *testing.T) {
 			if paths := srv.paths(); !slices.Equal(paths, []string{"/metrics"}) {
 				t.Errorf("requests = %q; want /metrics only", paths)
 			}
-			if _, known := p.Residency(c); known {
+			if _, known, _ := p.Residency(c); known {
 				t.Error("Residency() of a vLLM candidate: known; want unknown")
 			}
 		})
@@ -229,7 +229,7 @@ func TestPollerLlamaCPP(t *testing.T) {
 		name:    "metrics off, all slots busy",
 		answers: map[string]answer{"/slots": {200, "[" + slot(true) + "," + slot(true) + "]"}},
 		paths:   []string{"/metrics", "/slots"},
-		slots:   2, waiting: true,
+		slots:   2,
 	}, {
 		name:    "a slot free",
 		answers: map[string]answer{"/slots": {200, "[" + slot(true) + "," + slot(false) + "]"}},
@@ -239,7 +239,7 @@ func TestPollerLlamaCPP(t *testing.T) {
 		name:    "old slots with state",
 		answers: map[string]answer{"/slots": {200, `[{"id":0,"state":1},{"id":1,"state":1}]`}},
 		paths:   []string{"/metrics", "/slots"},
-		slots:   2, waiting: true,
+		slots:   2,
 	}, {
 		name: "metrics on: deferred requests",
 		answers: map[string]answer{"/metrics": {200, "# TYPE llamacpp:requests_deferred gauge\nllamacpp:requests_deferred 3\nllamacpp:requests_processing 4\n"},
@@ -259,7 +259,7 @@ func TestPollerLlamaCPP(t *testing.T) {
 		base:    "/llama",
 		answers: map[string]answer{"/llama/slots": {200, "[" + slot(true) + "]"}},
 		paths:   []string{"/llama/metrics", "/llama/slots"},
-		slots:   1, waiting: true,
+		slots:   1,
 	}, {
 		name:    "loading its model",
 		answers: map[string]answer{"/metrics": {503, `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`}},
@@ -358,7 +358,7 @@ func TestPollerBackoff(t *testing.T) {
 	if n := len(srv.paths()); n != len(want) {
 		t.Errorf("requests = %d; want %d", n, len(want))
 	}
-	if _, known := p.Residency(c); known {
+	if _, known, _ := p.Residency(c); known {
 		t.Error("Residency() while polls fail: known; want unknown")
 	}
 	_, rep := p.lookup(c)
@@ -373,7 +373,7 @@ func TestPollerBackoff(t *testing.T) {
 	if !slices.Equal(at, want) {
 		t.Errorf("polls after recovery at %v; want %v", at, want)
 	}
-	if resident, known := p.Residency(c); !resident || !known {
+	if resident, known, _ := p.Residency(c); !resident || !known {
 		t.Errorf("Residency() after recovery = %v, %v; want true, true", resident, known)
 	}
 
@@ -385,7 +385,7 @@ func TestPollerBackoff(t *testing.T) {
 	if !slices.Equal(at, want) {
 		t.Errorf("polls of a dead server at %v; want %v", at, want)
 	}
-	if _, known := p.Residency(c); known {
+	if _, known, _ := p.Residency(c); known {
 		t.Error("Residency() of a dead server: known; want unknown")
 	}
 }
@@ -412,12 +412,12 @@ func TestPollerSimfleet(t *testing.T) {
 	}
 
 	poll()
-	if resident, known := p.Residency(oc); !resident || !known {
+	if resident, known, _ := p.Residency(oc); !resident || !known {
 		t.Errorf("Residency() = %v, %v; want true, true", resident, known)
 	}
 	osrv.SetResident("qwen3:8b", false)
 	poll()
-	if resident, known := p.Residency(oc); resident || !known {
+	if resident, known, _ := p.Residency(oc); resident || !known {
 		t.Errorf("Residency() after unload = %v, %v; want false, true", resident, known)
 	}
 	if got := p.SeenSize(oc); got != 5*gib {
@@ -460,19 +460,19 @@ func TestPollerUpdate(t *testing.T) {
 		t.Fatalf("/api/ps polls = %d; want 1 (one server, one disabled)", ps.calls)
 	}
 	p.Update([]fleet.Candidate{b})
-	if resident, known := p.Residency(b); resident || !known {
+	if resident, known, _ := p.Residency(b); resident || !known {
 		t.Errorf("Residency(b) after Update = %v, %v; want the kept reading false, true", resident, known)
 	}
 	p.Poll(t.Context())
 	if ps.calls != 1 {
 		t.Errorf("/api/ps polls = %d; want 1 (not due yet)", ps.calls)
 	}
-	if _, known := p.Residency(a); !known {
+	if _, known, _ := p.Residency(a); !known {
 		t.Error("Residency(a) unknown: a shares b's server, which stays")
 	}
 	b.APIKey = "new-key"
 	p.Update([]fleet.Candidate{b})
-	if _, known := p.Residency(b); known {
+	if _, known, _ := p.Residency(b); known {
 		t.Error("Residency(b) after its key changed: known; want a fresh endpoint")
 	}
 	p.Poll(t.Context())

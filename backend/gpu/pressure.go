@@ -195,7 +195,7 @@ func (m *Monitor) tooBig(c fleet.Candidate, devs []Device) *fleet.GPUReading {
 	if m.src.Poller == nil {
 		return nil
 	}
-	if resident, known := m.src.Poller.Residency(c); !known || resident {
+	if resident, known, _ := m.src.Poller.Residency(c); !known || resident {
 		return nil
 	}
 	var size uint64

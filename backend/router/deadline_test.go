@@ -9,12 +9,15 @@ import (
 	"github.com/switchyard/switchyard/backend/fleet"
 )
 
-// learned returns a learner that knows n warm TTFTs of d for candidate id.
+// learned returns a learner that knows n warm TTFTs of d for candidate id,
+// as history seeds it at start.
 func learned(id string, n int, d time.Duration, s deadline.Settings) *deadline.Learner {
 	l := deadline.New(s)
-	for range n {
-		l.Observe(fleet.Candidate{ID: id}, fleet.TTFTSample{TTFT: d})
+	ttfts := make([]time.Duration, n)
+	for i := range ttfts {
+		ttfts[i] = d
 	}
+	l.Seed(id, ttfts)
 	return l
 }
 
@@ -42,7 +45,7 @@ func TestLearnedDeadlines(t *testing.T) {
 		{
 			name: "cold candidate gets its load time on top and is not taken for stalled",
 			learner: learned("a", 20, 700*time.Millisecond, deadline.Settings{
-				Resident: func(c fleet.Candidate) (bool, bool) { return c.ID != "a", true },
+				Resident: func(c fleet.Candidate) (bool, bool, time.Time) { return c.ID != "a", true, time.Now() },
 				LoadTime: func(fleet.Candidate) time.Duration { return 10 * time.Second },
 			}),
 			a:          script{steps: []step{role(), {wait: 8 * time.Second, chunk: fleet.Chunk{Content: "A"}}, finish()}},

@@ -603,6 +603,10 @@ func (ru *run) commit(a *attempt) (*Stream, *halt) {
 	}
 	// Another server answered: an earlier suspect was the server's fault.
 	ru.settle(breaker.Failure)
+	if !a.queued {
+		// It may have waited behind a request that started with it.
+		a.queued = ru.r.othersFill(a.e.target.Candidate)
+	}
 	a.committed.Store(true)
 	now := time.Now()
 	c := a.e.target.Candidate

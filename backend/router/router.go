@@ -345,6 +345,16 @@ func (r *Router) view(c fleet.Candidate, now time.Time) view {
 	return v
 }
 
+// othersFill reports whether other requests fill c's server now, besides
+// the one asking: a first token that arrives now may have waited behind
+// them (requests that arrive together reach a server in no set order).
+func (r *Router) othersFill(c fleet.Candidate) bool {
+	if slots := r.slots(c); slots > 0 && int(r.mark(c.ID).inflight.Load())-1 >= slots {
+		return true
+	}
+	return r.deps.Capacity != nil && r.deps.Capacity.Waiting(c)
+}
+
 // slots is how many requests c's server runs at once: configured, else as
 // its server reports, else 0 (unknown).
 func (r *Router) slots(c fleet.Candidate) int {

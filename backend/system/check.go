@@ -78,8 +78,8 @@ func Check(ctx context.Context, o Options) (CheckReport, error) {
 		switch {
 		case err != nil:
 			r.Detail = err.Error()
-		case !slices.Contains(models, c.Model):
-			r.Detail = fmt.Sprintf("the server answers but does not list model %q (it has %d others)", c.Model, len(models))
+		case !slices.ContainsFunc(models, func(m string) bool { return fleet.SameModel(m, c.Model) }):
+			r.Detail = fmt.Sprintf("the server answers but does not serve model %q (it lists %d others)", c.Model, len(models))
 		default:
 			r.OK = true
 			r.Detail = fmt.Sprintf("serves %s", c.Model)

@@ -63,6 +63,9 @@ type Options struct {
 	// ShutdownGrace is how long in-flight streams may finish on shutdown
 	// before they are ended with an error event. Default 10s.
 	ShutdownGrace time.Duration
+	// PollInterval is how often each server is asked what it reports
+	// about itself (resident models, slots, queue, loading). Default 5s.
+	PollInterval time.Duration
 }
 
 // Source says where the candidates in force came from.
@@ -163,7 +166,7 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	// sampled off the request path; the router only reads the cache.
 	s.nvml = gpu.OpenNVML()
 	s.Sampler = &gpu.Sampler{GPU: s.nvml, Logf: o.Logf, OnSample: s.published}
-	s.Poller = gpu.NewPoller(s.pool, gpu.PollerSettings{})
+	s.Poller = gpu.NewPoller(s.pool, gpu.PollerSettings{Interval: o.PollInterval})
 	s.Poller.Update(cfg.Candidates(o.Getenv))
 	s.Monitor = gpu.NewMonitor(policy(cfg), gpu.Sources{Sampler: s.Sampler, Poller: s.Poller, Size: s.modelSize})
 	s.Learner = deadline.New(deadline.Settings{
