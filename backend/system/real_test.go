@@ -430,7 +430,11 @@ func TestRealCPUOnlyFleetKeepsItsOrder(t *testing.T) {
 	})
 	sy := startReal(t, quietSelection, ollamaCand("first", oll, "tiny", ""), ollamaCand("second", oll, "think", ""))
 	chat(t, sy.url, "/api/chat", ollamaBody("first", false, `,"options":{"num_predict":4}`))
-	eventually(t, 10*time.Second, "the poll sees the model resident", func() bool { return !sy.candidateState("first").Cold })
+	first := sy.Router.Fleet().Targets[0].Candidate
+	eventually(t, 10*time.Second, "the poll sees the model resident", func() bool {
+		resident, known, _ := sy.Poller.Residency(first)
+		return resident && known
+	})
 	if st := sy.candidateState("first"); st.Demoted {
 		t.Fatalf("a model on a CPU server is demoted: %+v", st.Pressure)
 	}
