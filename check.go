@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -42,18 +43,29 @@ func check(args []string, stdout, stderr io.Writer) int {
 			d.Index, d.Name, gib(d.Used), gib(d.Total), gib(d.Free), d.UtilizationPct, len(d.Processes))
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
-	unhealthy := 0
+	silent, missing := 0, 0
 	for _, r := range rep.Results {
 		mark := "ok"
-		if !r.OK {
+		switch {
+		case !r.Answered:
 			mark = "FAIL"
-			unhealthy++
+			silent++
+		case !r.OK:
+			mark = "FAIL"
+			missing++
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, r.Candidate.ID, r.Candidate.Provider, r.Candidate.URL, r.Detail+" ("+r.Took.Round(time.Millisecond).String()+")")
 	}
 	tw.Flush()
-	if unhealthy > 0 {
-		fmt.Fprintf(stderr, "switchyard: %d of %d candidates did not answer\n", unhealthy, len(rep.Results))
+	var problems []string
+	if silent > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d candidates did not answer", silent, len(rep.Results)))
+	}
+	if missing > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d answered but do not serve their model", missing, len(rep.Results)))
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(stderr, "switchyard: %s\n", strings.Join(problems, "; "))
 		return exitUnhealthy
 	}
 	return exitOK

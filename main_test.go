@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/switchyard/switchyard/backend/realserver"
 )
 
 // runCLI runs the command line in-process with throwaway XDG directories.
@@ -63,5 +66,31 @@ func TestCommandLine(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCheckAgainstRealOllama: names written without :latest are Ollama's
+// names, and a server that answers but lacks a model is said to lack it,
+// not to be silent (issue 10, finding 7).
+func TestCheckAgainstRealOllama(t *testing.T) {
+	b := realserver.Find(t)
+	oll := b.Ollama(t, realserver.OllamaOptions{})
+	oll.Create(t, "tiny", realserver.ChatMLModelfile(b.Tiny(t)))
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("chat:\n  default_model: short\n  candidates:\n"+
+		"    - {id: short, provider: ollama, url: %q, model: tiny}\n"+
+		"    - {id: tagged, provider: ollama, url: %q, model: \"tiny:latest\"}\n"+
+		"    - {id: missing, provider: ollama, url: %q, model: \"qwen3:8b\"}\n", oll.Root, oll.Root, oll.Root)), 0o600)
+	code, out, errOut := runCLI(t, "check", "--config", cfg)
+	if code != exitUnhealthy {
+		t.Errorf("exit code = %d; want %d", code, exitUnhealthy)
+	}
+	for _, want := range []string{"ok    short", "ok    tagged", "FAIL  missing"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if want := "1 of 3 answered but do not serve their model"; !strings.Contains(errOut, want) || strings.Contains(errOut, "did not answer") {
+		t.Errorf("stderr = %q; want only %q", errOut, want)
 	}
 }

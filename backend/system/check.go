@@ -20,9 +20,10 @@ import (
 // CheckResult is one candidate's reachability.
 type CheckResult struct {
 	Candidate fleet.Candidate
-	OK        bool
-	Detail    string // what answered, or why not
-	Took      time.Duration
+	// Answered: the server answered; OK: and it serves the model.
+	Answered, OK bool
+	Detail       string // what answered, or why not
+	Took         time.Duration
 }
 
 // CheckReport is what `switchyard check` prints.
@@ -75,6 +76,7 @@ func Check(ctx context.Context, o Options) (CheckReport, error) {
 		}
 		cancel()
 		r.Took = time.Since(start)
+		r.Answered = err == nil
 		switch {
 		case err != nil:
 			r.Detail = err.Error()
