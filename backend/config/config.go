@@ -294,6 +294,42 @@ func IsLoopback(addr string) bool {
 	return loopbackHost(host)
 }
 
+// MinAPIKeyLen is the shortest api_key accepted for a non-loopback
+// address: a key anyone on the network may try to guess.
+const MinAPIKeyLen = 16
+
+// CheckAddr reports whether addr is a listen address: host:port with a
+// port number (0 picks a free one) and a host that is an IP address,
+// "localhost", or empty (every interface).
+func CheckAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || !validPort(port) {
+		return fmt.Errorf("%q is not a host:port address (like 127.0.0.1:8484)", addr)
+	}
+	if host != "" && !strings.EqualFold(host, "localhost") && net.ParseIP(host) == nil {
+		return fmt.Errorf("%q is not a host:port address: the host must be an IP address or localhost", addr)
+	}
+	return nil
+}
+
+// CheckExposure reports whether apiKey protects a server listening on
+// addr: a loopback address needs no key; any other address needs one of at
+// least MinAPIKeyLen characters, since anyone who can reach it may try.
+// Every way the address can be set (listen, --addr, a reload) is checked
+// with it.
+func CheckExposure(addr, apiKey string) error {
+	if IsLoopback(addr) {
+		return nil
+	}
+	switch {
+	case apiKey == "":
+		return fmt.Errorf("%q is not a loopback address: set api_key (at least %d characters) to listen on it", addr, MinAPIKeyLen)
+	case len(apiKey) < MinAPIKeyLen:
+		return fmt.Errorf("%q is not a loopback address: its api_key must have at least %d characters, not %d", addr, MinAPIKeyLen, len(apiKey))
+	}
+	return nil
+}
+
 // loopbackHost reports whether host, a name or an IP without brackets or
 // port, is this machine.
 func loopbackHost(host string) bool {

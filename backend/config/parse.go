@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -434,10 +433,10 @@ func parseSize(s string) (uint64, error) {
 // checks as it decodes them) against their ranges and each other. A value
 // that failed to decode has an error already, which fail does not repeat.
 func (d *decoder) validate(c *Config) {
-	if _, port, err := net.SplitHostPort(c.Listen); err != nil || !validPort(port) {
-		d.fail("listen", "%q is not a host:port address", c.Listen)
-	} else if !IsLoopback(c.Listen) && c.APIKey == "" {
-		d.fail("listen", "%q is not a loopback address; listening on it needs api_key", c.Listen)
+	if err := CheckAddr(c.Listen); err != nil {
+		d.fail("listen", "%v", err)
+	} else if err := CheckExposure(c.Listen, c.APIKey); err != nil {
+		d.fail("listen", "%v", err)
 	}
 	if c.APIKey != strings.TrimSpace(c.APIKey) {
 		d.fail("api_key", "has leading or trailing spaces")

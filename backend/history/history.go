@@ -13,6 +13,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -45,6 +46,12 @@ var (
 	// ErrSchemaTooNew: the file was written by a newer Switchyard whose
 	// schema this binary does not know.
 	ErrSchemaTooNew = errors.New("history database is newer than this binary")
+	// ErrNotDurable: Record could not write the record now (see Health);
+	// it is kept in memory and written once the file can be written.
+	ErrNotDurable = errors.New("history can't be written now; the record is kept in memory until it can")
+	// ErrDamaged: the file is not a sound SQLite database (PRAGMA
+	// quick_check found damage, or it is no database at all).
+	ErrDamaged = errors.New("history database is damaged")
 )
 
 // Defaults for the zero values of Options.
@@ -80,6 +87,10 @@ type Options struct {
 	// transaction with the number of records and events in it.
 	afterEnqueue func()
 	beforeCommit func(records, events int)
+	// retryPause, when set, replaces the growing pause between tries of a
+	// file that can't be written; maxBacklog, when set, MaxBacklog.
+	retryPause time.Duration
+	maxBacklog int
 }
 
 // Store is an open history file, made by Open; the zero value is not
@@ -101,6 +112,8 @@ type Store struct {
 
 	afterEnqueue func()                    // test hook, see Options
 	beforeCommit func(records, events int) // test hook, see Options
+	retryPause   time.Duration             // test hook, see Options
+	maxBacklog   int                       // MaxBacklog, or a test's own
 
 	// mu guards closed and the sends on queue and breakers, so that Close
 	// can close both channels once no sender is left.
@@ -112,6 +125,16 @@ type Store struct {
 
 	commits atomic.Int64
 	dropped atomic.Int64
+
+	// What could not be written, oldest first (backlog.go). The writer
+	// alone touches backlog, evBacklog, pauses and lastLog; health is
+	// guarded by healthMu.
+	backlog   []pending
+	evBacklog []fleet.BreakerChange
+	pauses    int       // failed tries in a row
+	lastLog   time.Time // when a failure was last logged
+	healthMu  sync.Mutex
+	health    Health
 }
 
 // Open opens the history file at path, creating it and its parent directory
@@ -158,6 +181,10 @@ func open(path string, o Options) (*Store, error) {
 	db.SetMaxOpenConns(1 + max(4, runtime.GOMAXPROCS(0)))
 	db.SetMaxIdleConns(3)
 	ctx := context.Background()
+	if err := check(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w: %w: move it aside (mv %s %s.damaged) and start again; Switchyard then makes a new one", ErrDamaged, err, path, path)
+	}
 	if err := migrate(ctx, db, ms); err != nil {
 		db.Close()
 		return nil, err
@@ -178,6 +205,8 @@ func open(path string, o Options) (*Store, error) {
 
 		afterEnqueue: o.afterEnqueue,
 		beforeCommit: o.beforeCommit,
+		retryPause:   o.retryPause,
+		maxBacklog:   cmp.Or(o.maxBacklog, MaxBacklog),
 
 		queue:    make(chan pending, 4*o.BatchSize),
 		breakers: make(chan fleet.BreakerChange, 4*o.BatchSize),
@@ -198,6 +227,34 @@ func open(path string, o Options) (*Store, error) {
 	}
 	go s.run(o.PruneEvery)
 	return s, nil
+}
+
+// check runs SQLite's own consistency check of the whole file (PRAGMA
+// quick_check): a file with a sound header but damaged pages would
+// otherwise open, then lose new rows and fail listings.
+func check(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, "PRAGMA quick_check(8)")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return err
+		}
+		if line != "ok" {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("quick_check: %s", strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 // dsn is the driver's name for path with Switchyard's connection settings,

@@ -28,7 +28,12 @@ type pending struct {
 //
 // When the queue is full Record waits for room. ctx bounds the wait, both
 // for room and for the commit; a record already queued when ctx ends is
-// still written. A request's own context is usually done by the time it is
+// still written.
+//
+// When the file can't be written (a full disk, a damaged or read-only
+// file) the record is kept in memory, with up to MaxBacklog others, and
+// written as soon as the file can be written again; Record then returns an
+// error matching ErrNotDurable at once, and Health says what is wrong. A request's own context is usually done by the time it is
 // recorded (the client went away), so callers pass one that outlives it,
 // such as context.WithoutCancel(r.Context()).
 func (s *Store) Record(ctx context.Context, rec fleet.RequestRecord) error {
@@ -125,9 +130,10 @@ func newPending(r fleet.RequestRecord) (pending, error) {
 }
 
 // run is the writer: it takes everything queued, up to batchSize, writes it
-// in one transaction and reports the outcome to every waiting Record. It
-// prunes every pruneEvery (if positive) and exits once Close has closed
-// both queues and they are drained.
+// in one transaction and reports the outcome to every waiting Record. While
+// the file can't be written it keeps what arrives in the backlog and tries
+// again with a growing pause. It prunes every pruneEvery (if positive) and
+// exits once Close has closed both queues and they are drained.
 func (s *Store) run(pruneEvery time.Duration) {
 	defer close(s.stopped)
 	var tick <-chan time.Time
@@ -136,6 +142,10 @@ func (s *Store) run(pruneEvery time.Duration) {
 		defer t.Stop()
 		tick = t.C
 	}
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	<-retry.C
+	armed := false // retry will fire
 	queue, breakers := s.queue, s.breakers
 	var recs []pending
 	var evs []fleet.BreakerChange
@@ -160,6 +170,13 @@ func (s *Store) run(pruneEvery time.Duration) {
 				s.logf("history: %v", err)
 			}
 			continue
+		case <-retry.C:
+			armed = false
+			if !s.flush() {
+				retry.Reset(s.pause())
+				armed = true
+			}
+			continue
 		}
 	fill:
 		for len(recs)+len(evs) < s.batchSize {
@@ -180,37 +197,76 @@ func (s *Store) run(pruneEvery time.Duration) {
 				break fill
 			}
 		}
-		s.write(recs, evs)
+		if s.write(recs, evs) && !armed {
+			retry.Reset(s.pause())
+			armed = true
+		}
+	}
+	// Closing: one last try for what waits; what still can't be written
+	// is lost, and said so.
+	if !s.flush() {
+		n, m := s.dropBacklog()
+		s.logf("history: stopping with %d records and %d breaker changes that could not be written: they are lost (%v)", n, m, s.lastErr())
 	}
 	if _, err := s.writer.ExecContext(context.Background(), "PRAGMA optimize"); err != nil {
 		s.logf("history: optimize: %v", err)
 	}
 }
 
-// write commits recs and evs together. When that fails it writes them one
-// by one, so that one bad record (a repeated id) fails only its own Record.
-func (s *Store) write(recs []pending, evs []fleet.BreakerChange) {
+// write commits recs and evs together, and reports whether they went to
+// the backlog because the file can't be written. When the commit fails for
+// another reason it writes them one by one, so that one bad record (a
+// repeated id) fails only its own Record.
+func (s *Store) write(recs []pending, evs []fleet.BreakerChange) (kept bool) {
+	if s.failing() {
+		// Keep the order: what waits is written first.
+		s.keep(recs, evs)
+		return true
+	}
 	err := s.commit(recs, evs)
-	if err != nil && len(recs)+len(evs) > 1 {
-		s.logf("history: batch of %d records and %d breaker changes failed, retrying one by one: %v", len(recs), len(evs), err)
+	switch {
+	case err == nil:
 		for _, p := range recs {
-			p.done <- s.commit([]pending{p}, nil)
+			p.done <- nil
 		}
-		for _, ev := range evs {
-			if err := s.commit(nil, []fleet.BreakerChange{ev}); err != nil {
+		return false
+	case storageError(err):
+		s.fail(err)
+		s.keep(recs, evs)
+		return true
+	case len(recs)+len(evs) > 1:
+		s.logf("history: batch of %d records and %d breaker changes failed, retrying one by one: %v", len(recs), len(evs), err)
+		for i, p := range recs {
+			err := s.commit([]pending{p}, nil)
+			if storageError(err) {
+				s.fail(err)
+				s.keep(recs[i:], evs)
+				return true
+			}
+			p.done <- err
+		}
+		for j, ev := range evs {
+			err := s.commit(nil, []fleet.BreakerChange{ev})
+			switch {
+			case storageError(err):
+				s.fail(err)
+				s.keep(nil, evs[j:])
+				return true
+			case err != nil:
 				s.dropped.Add(1)
 				s.logf("history: lost breaker change %s %s->%s: %v", ev.Candidate, ev.From, ev.To, err)
 			}
 		}
-		return
+		return false
 	}
 	for _, p := range recs {
 		p.done <- err
 	}
-	if err != nil && len(evs) > 0 {
+	if len(evs) > 0 {
 		s.dropped.Add(int64(len(evs)))
 		s.logf("history: lost %d breaker changes: %v", len(evs), err)
 	}
+	return false
 }
 
 const (

@@ -26,7 +26,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		PromptTokens: 42, CompletionTokens: 317,
 		Attempts: []fleet.Attempt{
 			{
-				RequestID: "req-1", Order: 0, Candidate: "a", Outcome: fleet.OutcomeTimeout,
+				RequestID: "req-1", Order: 0, Candidate: "a", Outcome: fleet.OutcomeTimeout, Fault: fleet.FaultServer,
 				Error: "no first token before the deadline", StartedAt: at,
 				Deadline: 2500 * time.Millisecond, Duration: 2501 * time.Millisecond,
 				Cold: true, Demoted: true,
@@ -36,7 +36,7 @@ func TestRecordRoundTrip(t *testing.T) {
 				RequestID: "req-1", Order: 1, Candidate: "c", Outcome: fleet.OutcomeSkippedOpen,
 			},
 			{
-				RequestID: "req-1", Order: 2, Candidate: "d", Outcome: fleet.OutcomeBusy,
+				RequestID: "req-1", Order: 2, Candidate: "d", Outcome: fleet.OutcomeBusy, Fault: fleet.FaultQueued,
 				Error: "upstream HTTP 503: server busy", HTTPStatus: 503,
 				StartedAt: at.Add(2501 * time.Millisecond), Deadline: 4 * time.Second, Duration: 7 * time.Millisecond,
 			},

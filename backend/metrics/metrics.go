@@ -66,6 +66,39 @@ func New() *Metrics {
 	return m
 }
 
+// HistoryHealth is what the history says of its writes.
+type HistoryHealth struct {
+	Writable    bool  // the last write worked
+	Pending     int   // records waiting in memory to be written
+	WriteErrors int64 // failed write transactions
+	Lost        int64 // records lost for good
+}
+
+// WatchHistory exports the history's health, read from f at each scrape:
+// switchyard_history_writable, _pending_records, _write_errors_total and
+// _lost_records_total. Call it once.
+func (m *Metrics) WatchHistory(f func() HistoryHealth) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "switchyard_history_writable", Help: "1 when the history file can be written, 0 while writes fail.",
+		}, func() float64 {
+			if f().Writable {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "switchyard_history_pending_records", Help: "Request records kept in memory until the history file can be written.",
+		}, func() float64 { return float64(f().Pending) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_history_write_errors_total", Help: "History write transactions that failed.",
+		}, func() float64 { return float64(f().WriteErrors) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_history_lost_records_total", Help: "Request records that could not be kept until the history file could be written.",
+		}, func() float64 { return float64(f().Lost) }),
+	)
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})

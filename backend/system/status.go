@@ -26,6 +26,17 @@ type StatusDoc struct {
 	GPU               GPUDoc          `json:"gpu"`
 	Host              HostDoc         `json:"host"`
 	Config            ConfigStatusDoc `json:"config"`
+	History           HistoryDoc      `json:"history"`
+}
+
+// HistoryDoc says whether the history can be written.
+type HistoryDoc struct {
+	OK          bool       `json:"ok"`
+	Error       string     `json:"error"`
+	Since       *time.Time `json:"since"`
+	Pending     int        `json:"pending"`
+	Lost        int64      `json:"lost"`
+	WriteErrors int64      `json:"write_errors"`
 }
 
 // CandidateDoc is one candidate in the status.
@@ -138,6 +149,12 @@ func (s *System) Status() any {
 		}
 		h := smp.Host
 		doc.Host = HostDoc{CPUPct: h.CPUPct, MemoryTotal: h.MemTotal, MemoryUsed: h.MemUsed, MemoryUsedPct: h.MemUsedPct}
+	}
+	h := s.Store.Health()
+	doc.History = HistoryDoc{OK: h.Err == nil, Pending: h.Pending, Lost: h.Lost, WriteErrors: h.WriteErrors}
+	if h.Err != nil {
+		since := h.Since
+		doc.History.Error, doc.History.Since = h.Err.Error(), &since
 	}
 	for _, st := range s.Router.States() {
 		c := st.Candidate

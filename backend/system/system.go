@@ -144,9 +144,12 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	}
 	cfg := s.cfg
 	if o.Addr != "" {
+		if err := config.CheckAddr(o.Addr); err != nil {
+			return nil, fmt.Errorf("--addr: %w", err)
+		}
 		cfg.Listen = o.Addr
-		if !config.IsLoopback(cfg.Listen) && cfg.APIKey == "" {
-			return nil, fmt.Errorf("--addr %s is not a loopback address: set api_key in the config to expose Switchyard", cfg.Listen)
+		if err := config.CheckExposure(cfg.Listen, cfg.APIKey); err != nil {
+			return nil, fmt.Errorf("--addr: %w (in the config)", err)
 		}
 	}
 
@@ -161,6 +164,10 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.Metrics.WatchHistory(func() metrics.HistoryHealth {
+		h := s.Store.Health()
+		return metrics.HistoryHealth{Writable: h.Err == nil, Pending: h.Pending, WriteErrors: h.WriteErrors, Lost: h.Lost}
+	})
 
 	// GPU and host readings, and the endpoints' own pressure reports, are
 	// sampled off the request path; the router only reads the cache.
@@ -370,6 +377,18 @@ func (s *System) publishCandidates() {
 	s.Metrics.SetCandidates(names, ids)
 }
 
+// bound is the address the listener was asked for: --addr, else the
+// config's listen. Unlike Addr it keeps an unspecified host (0.0.0.0, ::)
+// as it was given, which binds every interface.
+func (s *System) bound() string {
+	if s.o.Addr != "" {
+		return s.o.Addr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Listen
+}
+
 // Addr is the address the API listens on.
 func (s *System) Addr() string { return s.ln.Addr().String() }
 
@@ -496,13 +515,18 @@ func (s *System) watching() {
 // WatchReady is closed once edits of the config file are watched.
 func (s *System) WatchReady() <-chan struct{} { return s.watchReady }
 
-// apply puts a valid edited config in force.
+// apply puts a valid edited config in force. An edit that would leave the
+// address Switchyard is bound to, however it was set, without the key it
+// needs there is refused whole: no reload may expose it.
 func (s *System) apply(cfg config.Config) error {
 	s.mu.Lock()
 	listen := s.cfg.Listen
 	s.mu.Unlock()
 	if s.o.Addr == "" && cfg.Listen != listen {
 		return fmt.Errorf("listen: changing the address (%s to %s) needs a restart; nothing of this edit was applied", listen, cfg.Listen)
+	}
+	if err := config.CheckExposure(s.bound(), cfg.APIKey); err != nil {
+		return fmt.Errorf("api_key: %w; nothing of this edit was applied", err)
 	}
 	data, _ := os.ReadFile(s.cfgPath)
 	s.mu.Lock()

@@ -142,6 +142,15 @@ export function App() {
             </span>
           </div>
         )}
+        {status?.history && !status.history.ok && (
+          <div class="banner banner-bad" role="alert" data-testid="history-banner">
+            <strong>History can't be written</strong>
+            <span>
+              {status.history.error}. {status.history.pending} request records wait in memory and will be written once it can
+              {status.history.lost > 0 ? `; ${status.history.lost} were lost` : ''}. Free disk space, or move the history file aside.
+            </span>
+          </div>
+        )}
         {configError && route.screen !== 'settings' && (
           <div class="banner banner-warn" role="status">
             A config edit was rejected; the previous config keeps running.{' '}

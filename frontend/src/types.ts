@@ -94,6 +94,17 @@ export interface Status {
   gpu: GPUStatus | null;
   host: HostStatus | null;
   config: ConfigState | null;
+  history?: HistoryHealth | null;
+}
+
+/** Whether the history can be written; records wait in memory while not. */
+export interface HistoryHealth {
+  ok: boolean;
+  error: string;
+  since: string | null;
+  pending: number;
+  lost: number;
+  write_errors: number;
 }
 
 export interface ConfigDoc extends ConfigState {

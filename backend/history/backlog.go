@@ -1,0 +1,203 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// A history that can't be written is never silent and loses nothing it can
+// keep (docs/DESIGN.md, "History"): the writer keeps what it could not
+// write in a bounded backlog, tries again with a growing pause, says what
+// is wrong through Health and the log, and writes the backlog, oldest
+// first, as soon as the file can be written again.
+
+// MaxBacklog is how many request records are kept in memory while the file
+// can't be written; beyond it the oldest are lost (and counted).
+const MaxBacklog = 10000
+
+// Pauses between two tries of a file that can't be written.
+const (
+	minPause = time.Second
+	maxPause = 5 * time.Second
+)
+
+// Health says whether the history can be written now. The zero value is a
+// healthy history.
+type Health struct {
+	// Err is why the file can't be written now; nil when it can.
+	Err error
+	// Since is when writes began to fail; zero when they don't.
+	Since time.Time
+	// Pending is how many request records wait in memory to be written.
+	Pending int
+	// Lost counts request records lost for good since Open: the backlog
+	// overflowed, or Switchyard stopped before they could be written.
+	Lost int64
+	// WriteErrors counts the write transactions that failed since Open.
+	WriteErrors int64
+}
+
+// Health reports whether the history can be written now. It is safe to call
+// at any time; it does no I/O.
+func (s *Store) Health() Health {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	return s.health
+}
+
+// failing reports whether writes are failing: new records join the
+// backlog. Writer only.
+func (s *Store) failing() bool { return len(s.backlog)+len(s.evBacklog) > 0 }
+
+// fail notes a failed write: the first of a run is logged at once, later
+// ones at most once a minute.
+func (s *Store) fail(err error) {
+	now := s.now()
+	s.healthMu.Lock()
+	first := s.health.Err == nil
+	s.health.Err = err
+	s.health.WriteErrors++
+	if first {
+		s.health.Since = now
+	}
+	s.healthMu.Unlock()
+	switch {
+	case first:
+		s.logf("history: can't write %s (%v): keeping up to %d records in memory until it can; free disk space or move the file aside", s.path, err, s.maxBacklog)
+		s.lastLog = now
+	case now.Sub(s.lastLog) >= time.Minute:
+		s.logf("history: still can't write %s (%v): %d records wait", s.path, err, len(s.backlog))
+		s.lastLog = now
+	}
+}
+
+// lastErr is the error of the last failed write, nil when writes work.
+func (s *Store) lastErr() error {
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
+	return s.health.Err
+}
+
+// keep puts records and breaker changes that could not be written in the
+// backlog, and tells each waiting Record that its record is not durable
+// yet. Writer only.
+func (s *Store) keep(recs []pending, evs []fleet.BreakerChange) {
+	err := fmt.Errorf("%w: %w", ErrNotDurable, s.lastErr())
+	for _, p := range recs {
+		p.done <- err
+		p.done = nil
+		s.backlog = append(s.backlog, p)
+	}
+	s.evBacklog = append(s.evBacklog, evs...)
+	var lost int
+	if over := len(s.backlog) - s.maxBacklog; over > 0 {
+		s.backlog = append(s.backlog[:0], s.backlog[over:]...)
+		lost = over
+	}
+	if over := len(s.evBacklog) - s.maxBacklog; over > 0 {
+		s.evBacklog = append(s.evBacklog[:0], s.evBacklog[over:]...)
+		s.dropped.Add(int64(over))
+	}
+	s.healthMu.Lock()
+	s.health.Pending = len(s.backlog)
+	s.health.Lost += int64(lost)
+	s.healthMu.Unlock()
+}
+
+// flush writes the backlog, oldest first, in batches, and reports whether
+// it is empty now. A record the database refuses (not for want of space or
+// a sound file) is lost and counted. Writer only.
+func (s *Store) flush() bool {
+	written := 0
+	for s.failing() {
+		n, m := min(len(s.backlog), s.batchSize), min(len(s.evBacklog), s.batchSize)
+		err := s.commit(s.backlog[:n], s.evBacklog[:m])
+		if storageError(err) {
+			s.fail(err)
+			s.pauses++
+			return false
+		}
+		if err != nil {
+			// One record of the batch is refused: write them one by one.
+			for _, p := range s.backlog[:n] {
+				if err := s.commit([]pending{p}, nil); storageError(err) {
+					s.fail(err)
+					return false
+				} else if err != nil {
+					s.logf("history: lost request %s: %v", p.id, err)
+					s.healthMu.Lock()
+					s.health.Lost++
+					s.healthMu.Unlock()
+				}
+			}
+			if m > 0 {
+				if err := s.commit(nil, s.evBacklog[:m]); storageError(err) {
+					s.fail(err)
+					return false
+				}
+			}
+		}
+		clear(s.backlog[:n])
+		s.backlog = s.backlog[n:]
+		s.evBacklog = s.evBacklog[m:]
+		written += n
+		s.healthMu.Lock()
+		s.health.Pending = len(s.backlog)
+		s.healthMu.Unlock()
+	}
+	s.backlog, s.evBacklog, s.pauses = nil, nil, 0
+	s.healthMu.Lock()
+	was := s.health.Err
+	s.health.Err, s.health.Since = nil, time.Time{}
+	s.healthMu.Unlock()
+	if was != nil {
+		s.logf("history: writing %s again; %d records that waited are written", s.path, written)
+	}
+	return true
+}
+
+// pause is how long to wait before the next try: a second, doubling with
+// each failed try, at most maxPause.
+func (s *Store) pause() time.Duration {
+	if s.retryPause > 0 {
+		return s.retryPause
+	}
+	return min(minPause<<min(s.pauses, 5), maxPause)
+}
+
+// dropBacklog loses what waits, counting it, and returns how many records
+// and breaker changes that was.
+func (s *Store) dropBacklog() (records, breakerChanges int) {
+	records, breakerChanges = len(s.backlog), len(s.evBacklog)
+	s.backlog, s.evBacklog = nil, nil
+	s.dropped.Add(int64(breakerChanges))
+	s.healthMu.Lock()
+	s.health.Lost += int64(records)
+	s.health.Pending = 0
+	s.healthMu.Unlock()
+	return records, breakerChanges
+}
+
+// storageError reports whether err says the file can't be written (a full
+// disk, an I/O error, a damaged or read-only file, a lock held too long)
+// rather than that one record is refused (a repeated id).
+func storageError(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_RANGE, sqlite3.SQLITE_TOOBIG:
+			return false
+		}
+	}
+	return true
+}

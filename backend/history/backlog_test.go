@@ -1,0 +1,141 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fullDisk makes every write that grows the file fail with SQLITE_FULL, as
+// a full filesystem does, until undone: SQLite's max_page_count caps the
+// file at its current size on the writer's connection.
+func fullDisk(t *testing.T, s *Store) (undo func()) {
+	t.Helper()
+	ctx := context.Background()
+	var pages int64
+	if err := s.writer.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := s.writer.ExecContext(ctx, "PRAGMA max_page_count = 1073741823"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// logs collects what a Store logs.
+type logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logs) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logs) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// With the disk full, records used to be dropped without a word: Record's
+// error was discarded and nothing was logged or counted. Now they are kept
+// and written, oldest first, once the disk has room again, and the failure
+// is logged and reported by Health meanwhile (issue 12, item 2).
+func TestFullDiskLosesNothing(t *testing.T) {
+	l := &logs{}
+	s, _ := openTemp(t, Options{Logf: l.logf, retryPause: 20 * time.Millisecond})
+	mustRecord(t, s, rec("before", t0))
+	undo := fullDisk(t, s)
+	// The last page has room for a few rows; then the disk is full, and
+	// every record after is kept rather than written.
+	const n = 300
+	full := -1
+	for i := range n {
+		err := s.Record(context.Background(), rec(fmt.Sprintf("during-%03d", i), t0.Add(time.Duration(i)*time.Millisecond)))
+		switch {
+		case errors.Is(err, ErrNotDurable) && full < 0:
+			full = i
+		case err == nil && full >= 0:
+			t.Fatalf("Record during-%03d = nil after the disk was full", i)
+		case err != nil && !errors.Is(err, ErrNotDurable):
+			t.Fatalf("Record during-%03d = %v; want ErrNotDurable", i, err)
+		}
+	}
+	if full < 0 {
+		t.Fatal("the disk never filled")
+	}
+	h := s.Health()
+	if h.Err == nil || h.Since.IsZero() || h.Pending == 0 || h.WriteErrors == 0 {
+		t.Fatalf("Health() on a full disk = %+v; want the error, since when, what waits", h)
+	}
+	if !strings.Contains(l.text(), "can't write") {
+		t.Errorf("log = %q; want the failure said", l.text())
+	}
+	undo()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Health().Err != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if h := s.Health(); h.Err != nil || h.Pending != 0 || h.Lost != 0 {
+		t.Fatalf("Health() after room came back = %+v; want healthy, nothing waiting or lost", h)
+	}
+	if got := count(t, s.db, "requests"); got != n+1 {
+		t.Errorf("%d requests in history; want all %d", got, n+1)
+	}
+	if !strings.Contains(l.text(), "writing") || !strings.Contains(l.text(), "again") {
+		t.Errorf("log = %q; want the recovery said", l.text())
+	}
+	mustRecord(t, s, rec("after", t0.Add(time.Hour)))
+}
+
+// The backlog is bounded: past it the oldest records are lost, and counted.
+func TestBacklogIsBounded(t *testing.T) {
+	s, _ := openTemp(t, Options{retryPause: time.Hour, maxBacklog: 10})
+	mustRecord(t, s, rec("before", t0))
+	fullDisk(t, s)
+	for i := range 400 {
+		s.Record(context.Background(), rec(fmt.Sprintf("r%03d", i), t0))
+	}
+	if h := s.Health(); h.Pending != 10 || h.Lost < 1 {
+		t.Errorf("Health() = %+v; want 10 pending and the rest counted lost", h)
+	}
+}
+
+// A file whose header is sound but whose pages are damaged used to open and
+// then lose new rows and fail listings; it is refused at start with what to
+// do (issue 12, item 2).
+func TestDamagedFileIsRefused(t *testing.T) {
+	s, path := openTemp(t, Options{})
+	for i := range 2000 {
+		mustRecord(t, s, rec(fmt.Sprintf("r%04d", i), t0.Add(time.Duration(i)*time.Second)))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stat()
+	garbage := []byte(strings.Repeat("\xde\xad\xbe\xef", 1024))
+	for off := int64(8192); off+int64(len(garbage)) < st.Size(); off += 16384 {
+		f.WriteAt(garbage, off) // the header (page 1) stays sound
+	}
+	f.Close()
+	_, err = Open(path, Options{})
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "move it aside") {
+		t.Fatalf("Open(damaged) = %v; want ErrDamaged saying what to do", err)
+	}
+}
