@@ -11,14 +11,20 @@ import (
 )
 
 // Hub fans live events out to the subscribers of GET /switchyard/v1/events.
-// Observe never blocks: a subscriber that falls behind loses events (and
-// catches up through the next status snapshot). Safe for concurrent use;
-// the zero value is not usable, call NewHub.
+// Observe never blocks: each subscriber has a queue of SubscriberQueue
+// events, and one that lets its queue fill up is dropped (its events
+// stream ends; the UI reconnects and catches up from the status snapshot)
+// rather than hold events, and memory, for a reader that is not reading.
+// Safe for concurrent use; the zero value is not usable, call NewHub.
 type Hub struct {
 	mu      sync.Mutex
 	subs    map[chan fleet.Event]struct{}
 	dropped atomic.Int64
 }
+
+// SubscriberQueue is how many events wait for one subscriber before it is
+// dropped as too slow.
+const SubscriberQueue = 256
 
 // NewHub returns a hub without subscribers.
 func NewHub() *Hub { return &Hub{subs: make(map[chan fleet.Event]struct{})} }
@@ -31,18 +37,27 @@ func (h *Hub) Observe(e fleet.Event) {
 		select {
 		case c <- e:
 		default:
+			delete(h.subs, c)
+			close(c)
 			h.dropped.Add(1)
 		}
 	}
 }
 
-// Dropped counts events lost to slow subscribers.
+// Dropped counts subscribers dropped for not keeping up.
 func (h *Hub) Dropped() int64 { return h.dropped.Load() }
 
-// Subscribe returns a channel of events and the function that ends the
-// subscription.
+// Subscribers is how many subscribers there are now.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
+// Subscribe returns a channel of events, closed when the subscriber is
+// dropped, and the function that ends the subscription.
 func (h *Hub) Subscribe() (<-chan fleet.Event, func()) {
-	c := make(chan fleet.Event, 256)
+	c := make(chan fleet.Event, SubscriberQueue)
 	h.mu.Lock()
 	h.subs[c] = struct{}{}
 	h.mu.Unlock()
@@ -118,7 +133,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-s.closing:
 			return // shutting down: an open UI must not hold the server up
-		case e := <-events:
+		case e, ok := <-events:
+			if !ok {
+				return // dropped: it fell behind
+			}
 			err = send(string(e.Type), eventView(e))
 		case <-tick.C:
 			err = sendStatus()

@@ -26,11 +26,14 @@ func writeOllamaError(w http.ResponseWriter, status int, msg string) {
 
 // ollamaRequest converts an Ollama chat request (the official types).
 func ollamaRequest(q *api.ChatRequest) (*fleet.Request, error) {
+	if err := checkModel(q.Model); err != nil {
+		return nil, err
+	}
 	if len(q.Messages) == 0 {
 		return nil, errors.New("messages: at least one message is required")
 	}
 	if !q.Think.IsValid() {
-		return nil, fmt.Errorf("think: invalid value %v (use true, false, \"low\", \"medium\" or \"high\")", q.Think.Value)
+		return nil, fmt.Errorf("think: invalid value %s (use true, false, \"low\", \"medium\" or \"high\")", clipText(fmt.Sprint(q.Think.Value), 40))
 	}
 	req := &fleet.Request{Model: q.Model, Stream: q.Stream == nil || *q.Stream, Format: q.Format}
 	if q.Think != nil {
@@ -43,8 +46,8 @@ func ollamaRequest(q *api.ChatRequest) (*fleet.Request, error) {
 	}
 	for i, m := range q.Messages {
 		fm := fleet.Message{Role: m.Role, Content: m.Content, Thinking: m.Thinking, Name: m.ToolName, ToolCallID: m.ToolCallID}
-		if m.Role == "" {
-			return nil, fmt.Errorf("messages[%d].role: required", i)
+		if err := checkRole(m.Role, ollamaRoles); err != nil {
+			return nil, fmt.Errorf("messages[%d].role: %w", i, err)
 		}
 		for _, img := range m.Images {
 			fm.Images = append(fm.Images, base64.StdEncoding.EncodeToString(img))
@@ -75,6 +78,9 @@ func ollamaRequest(q *api.ChatRequest) (*fleet.Request, error) {
 	return req, nil
 }
 
+// ollamaRoles are the roles of Ollama chat messages.
+var ollamaRoles = []string{"system", "user", "assistant", "tool"}
+
 // ollamaOptions reads the sampling options Switchyard forwards.
 func ollamaOptions(m map[string]any) (fleet.Options, error) {
 	var o fleet.Options
@@ -93,8 +99,14 @@ func ollamaOptions(m map[string]any) (fleet.Options, error) {
 	if o.Temperature, err = num("temperature"); err != nil {
 		return o, err
 	}
+	if o.Temperature != nil && *o.Temperature < 0 {
+		return o, fmt.Errorf("options.temperature: %g is negative", *o.Temperature)
+	}
 	if o.TopP, err = num("top_p"); err != nil {
 		return o, err
+	}
+	if o.TopP != nil && (*o.TopP < 0 || *o.TopP > 1) {
+		return o, fmt.Errorf("options.top_p: %g is out of range [0, 1]", *o.TopP)
 	}
 	for key, dst := range map[string]**int{"num_predict": &o.MaxTokens, "seed": &o.Seed} {
 		f, err := num(key)
@@ -124,7 +136,7 @@ func ollamaOptions(m map[string]any) (fleet.Options, error) {
 
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	var q api.ChatRequest
-	if status, err := decodeBody(r, &q); err != nil {
+	if status, err := s.decodeBody(w, r, &q); err != nil {
 		writeOllamaError(w, status, err.Error())
 		return
 	}

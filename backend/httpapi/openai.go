@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,8 +61,14 @@ type oaToolCall struct {
 // toFleet converts the request; it returns an error for content the
 // caller must fix.
 func (q *oaRequest) toFleet() (*fleet.Request, error) {
+	if err := checkModel(q.Model); err != nil {
+		return nil, err
+	}
 	if len(q.Messages) == 0 {
 		return nil, errors.New("messages: at least one message is required")
+	}
+	if err := checkOpenAIOptions(q); err != nil {
+		return nil, err
 	}
 	req := &fleet.Request{Model: q.Model, Stream: q.Stream, Tools: q.Tools, Format: q.ResponseFormat}
 	effort := q.ReasoningEffort
@@ -90,8 +97,8 @@ func (q *oaRequest) toFleet() (*fleet.Request, error) {
 	}
 	for i, m := range q.Messages {
 		fm := fleet.Message{Role: m.Role, Name: m.Name, ToolCallID: m.ToolCallID}
-		if m.Role == "" {
-			return nil, fmt.Errorf("messages[%d].role: required", i)
+		if err := checkRole(m.Role, openaiRoles); err != nil {
+			return nil, fmt.Errorf("messages[%d].role: %w", i, err)
 		}
 		if err := oaContent(m.Content, &fm); err != nil {
 			return nil, fmt.Errorf("messages[%d].content: %w", i, err)
@@ -106,6 +113,46 @@ func (q *oaRequest) toFleet() (*fleet.Request, error) {
 		req.Messages = append(req.Messages, fm)
 	}
 	return req, nil
+}
+
+// openaiRoles are the roles of OpenAI chat messages.
+var openaiRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
+
+// checkOpenAIOptions refuses sampling settings out of their range, naming
+// the field, rather than pass them on to fail somewhere else.
+func checkOpenAIOptions(q *oaRequest) error {
+	for _, f := range []struct {
+		name     string
+		v        *float64
+		min, max float64
+	}{
+		{"temperature", q.Temperature, 0, 2},
+		{"top_p", q.TopP, 0, 1},
+	} {
+		if f.v != nil && (*f.v < f.min || *f.v > f.max) {
+			return fmt.Errorf("%s: %g is out of range [%g, %g]", f.name, *f.v, f.min, f.max)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"max_tokens", q.MaxTokens}, {"max_completion_tokens", q.MaxCompletionTokens}} {
+		if f.v != nil && *f.v < 1 {
+			return fmt.Errorf("%s: %d is not a positive number of tokens", f.name, *f.v)
+		}
+	}
+	return nil
+}
+
+// checkRole refuses a message role that is not one of roles.
+func checkRole(role string, roles []string) error {
+	if role == "" {
+		return errors.New("required")
+	}
+	if !slices.Contains(roles, role) {
+		return fmt.Errorf("%q is not a role (use %s)", clipText(role, 40), strings.Join(roles, ", "))
+	}
+	return nil
 }
 
 // oaContent reads a message's content: a string, null, or an array of
@@ -142,7 +189,7 @@ func oaContent(raw json.RawMessage, m *fleet.Message) error {
 			}
 			m.Images = append(m.Images, data)
 		default:
-			return fmt.Errorf("unsupported content part type %q", p.Type)
+			return fmt.Errorf("unsupported content part type %q", clipText(p.Type, 40))
 		}
 	}
 	m.Content = text.String()
@@ -177,7 +224,7 @@ func openaiErrorType(status int) string {
 
 func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	var q oaRequest
-	if status, err := decodeBody(r, &q); err != nil {
+	if status, err := s.decodeBody(w, r, &q); err != nil {
 		writeOpenAIError(w, status, openaiErrorType(status), err.Error())
 		return
 	}

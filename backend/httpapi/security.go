@@ -3,6 +3,7 @@ package httpapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -75,6 +76,13 @@ func loopback(host string) bool {
 func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g := cur.Load()
+		h := w.Header()
+		// No other site may frame the UI (clickjacking), sniff a type, or
+		// learn where a link from it came from.
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Security-Policy", "frame-ancestors 'none'; base-uri 'self'; object-src 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
 		if g.hosts != nil && !g.hosts[r.Host] {
 			deny(w, r, http.StatusForbidden, "forbidden host "+quoteOrEmpty(r.Host)+": Switchyard answers only to its loopback address")
 			return
@@ -106,9 +114,21 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 				return
 			}
 		}
+		if needsKey(r) && r.Header.Get("Sec-Fetch-Site") == "cross-site" && (origin == "" || !g.origins[origin]) {
+			// A page of another site reaching the API with the browser's
+			// own request (an <img>, a form, a script tag): never.
+			deny(w, r, http.StatusForbidden, "cross-site request refused: only the UI and allowed origins may call the API from a browser")
+			return
+		}
 		if g.hasKey && needsKey(r) && !g.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
 			deny(w, r, http.StatusUnauthorized, "missing or wrong API key: send Authorization: Bearer <api_key>")
+			return
+		}
+		if r.ContentLength > g.bodyLimit {
+			// Said before the body is sent (Expect: 100-continue too):
+			// refuse at once, reading nothing.
+			deny(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", g.bodyLimit))
 			return
 		}
 		if r.Body != nil {
@@ -132,8 +152,8 @@ func needsKey(r *http.Request) bool {
 }
 
 func (g *guard) authorized(r *http.Request) bool {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") { // schemes are case-insensitive (RFC 7235)
 		return false
 	}
 	// Comparing fixed-size hashes keeps the comparison constant-time even
@@ -147,8 +167,11 @@ func deny(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	switch {
 	case strings.HasPrefix(r.URL.Path, "/v1/"):
 		typ := "permission_error"
-		if status == http.StatusUnauthorized {
+		switch status {
+		case http.StatusUnauthorized:
 			typ = "authentication_error"
+		case http.StatusRequestEntityTooLarge:
+			typ = "invalid_request_error"
 		}
 		writeOpenAIError(w, status, typ, msg)
 	case strings.HasPrefix(r.URL.Path, "/api/"):

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"io/fs"
 	"net/http"
+	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +72,10 @@ type Options struct {
 	// WriteTimeout bounds each write to a caller; it is extended per chunk
 	// while streaming. Default 30s.
 	WriteTimeout time.Duration
+	// BodyReadTimeout bounds the time a caller may take to send a request
+	// body: a connection that sends part of one and then nothing is not
+	// held. Default 30s.
+	BodyReadTimeout time.Duration
 }
 
 // Server serves the API. Create it with New; it is safe for concurrent use.
@@ -119,6 +125,9 @@ func New(o Options) *Server {
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = 30 * time.Second
+	}
 	if o.Hub == nil {
 		o.Hub = NewHub()
 	}
@@ -142,25 +151,11 @@ func New(o Options) *Server {
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
-	mux.HandleFunc("/switchyard/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSONError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeOpenAIError(w, http.StatusNotFound, "not_found_error", "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
-	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeOllamaError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
+	mux.Handle("/switchyard/", unrouted(mux, writeJSONError))
+	mux.Handle("/v1/", unrouted(mux, writeOpenAIStatus))
+	mux.Handle("/api/", unrouted(mux, writeOllamaError))
 	if o.UI != nil {
-		files := http.FileServerFS(o.UI)
-		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				w.Header().Set("Allow", "GET, HEAD")
-				writeJSONError(w, http.StatusMethodNotAllowed, "method not allowed")
-				return
-			}
-			files.ServeHTTP(w, r)
-		})
+		mux.Handle("/", uiFiles(o.UI))
 	}
 	s.handler = wrap(&s.guard, mux)
 	return s
@@ -179,6 +174,47 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
+}
+
+// unrouted answers a request no endpoint took, in the protocol of its
+// path: 405 with Allow when the path exists for other methods, else 404.
+func unrouted(mux *http.ServeMux, write func(http.ResponseWriter, int, string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, own := mux.Handler(r)
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, p := mux.Handler(probe); p != own {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			write(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+clipText(r.URL.Path, 200)+" (use "+strings.Join(allow, ", ")+")")
+			return
+		}
+		write(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+clipText(r.URL.Path, 200))
+	})
+}
+
+// uiFiles serves the built UI: files only, never a listing of a folder.
+func uiFiles(ui fs.FS) http.Handler {
+	files := http.FileServerFS(ui)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeJSONError(w, http.StatusMethodNotAllowed, "method not allowed")
+			return
+		}
+		if name := strings.Trim(path.Clean(r.URL.Path), "/"); name != "" {
+			if st, err := fs.Stat(ui, name); err == nil && st.IsDir() {
+				http.NotFound(w, r)
+				return
+			}
+		}
+		files.ServeHTTP(w, r)
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

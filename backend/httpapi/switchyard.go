@@ -224,7 +224,7 @@ func (s *Server) demoFault(w http.ResponseWriter, r *http.Request) {
 		Candidate string `json:"candidate"`
 		Fault     string `json:"fault"`
 	}
-	if status, err := decodeBody(r, &body); err != nil {
+	if status, err := s.decodeBody(w, r, &body); err != nil {
 		writeJSONError(w, status, err.Error())
 		return
 	}

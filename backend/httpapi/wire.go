@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -13,40 +14,107 @@ import (
 	"github.com/switchyard/switchyard/backend/router"
 )
 
-// decodeBody reads a JSON request body into v. It returns the HTTP status
-// and message to answer with when the body is too large (413) or not the
-// JSON expected (400).
-func decodeBody(r *http.Request, v any) (int, error) {
+// decodeBody reads a JSON request body into v. The body must be one JSON
+// value and nothing but white space after it, within the body limit and
+// the body read deadline (Options.BodyReadTimeout). It returns the HTTP
+// status and message to answer with when the body is too large (413), too
+// slow (408) or not the JSON expected (400).
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) (int, error) {
+	// The deadline stays when the body could not be read whole: the server
+	// would otherwise wait forever to drain it after the answer.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.o.BodyReadTimeout)) // not every ResponseWriter can; then the server's own timeouts hold
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe):
-			return http.StatusRequestEntityTooLarge, fmt.Errorf("request body larger than %d bytes", mbe.Limit)
-		case errors.Is(err, io.EOF):
-			return http.StatusBadRequest, errors.New("empty request body: expected a JSON object")
-		}
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se):
-			return http.StatusBadRequest, fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, err)
-		case errors.As(err, &te):
-			return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", te.Field, te.Type, te.Value)
-		}
-		return http.StatusBadRequest, fmt.Errorf("malformed JSON: %v", err)
+		return s.bodyError(err)
 	}
-	if dec.More() {
-		return http.StatusBadRequest, errors.New("malformed JSON: more than one value in the body")
+	// What follows the value must be blank, up to the limit: a stray ']'
+	// is malformed JSON, and 5 MiB of spaces is a body too large.
+	switch blank, err := blankRest(io.MultiReader(dec.Buffered(), r.Body)); {
+	case err != nil:
+		return s.bodyError(err)
+	case !blank:
+		return http.StatusBadRequest, fmt.Errorf("malformed JSON: unexpected data after the JSON value at byte %d", dec.InputOffset())
 	}
+	rc.SetReadDeadline(time.Time{}) // read whole: a stream's caller may take its time now
 	return 0, nil
+}
+
+func (s *Server) bodyError(err error) (int, error) {
+	var mbe *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("request body larger than %d bytes", mbe.Limit)
+	case errors.Is(err, io.EOF):
+		return http.StatusBadRequest, errors.New("empty request body: expected a JSON object")
+	case errors.As(err, &ne) && ne.Timeout():
+		return http.StatusRequestTimeout, fmt.Errorf("the request body did not arrive within %v", s.o.BodyReadTimeout)
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return http.StatusBadRequest, fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, err)
+	case errors.As(err, &te):
+		return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", clipText(te.Field, 100), te.Type, te.Value)
+	}
+	return http.StatusBadRequest, fmt.Errorf("malformed JSON: %v", clipText(err.Error(), 200))
+}
+
+// blankRest reads r to its end and reports whether it held only JSON white
+// space.
+func blankRest(r io.Reader) (bool, error) {
+	var buf [4096]byte
+	blank := true
+	for {
+		n, err := r.Read(buf[:])
+		for _, b := range buf[:n] {
+			if b != ' ' && b != '\t' && b != '\n' && b != '\r' {
+				blank = false
+			}
+		}
+		if err == io.EOF {
+			return blank, nil
+		}
+		if err != nil {
+			return blank, err
+		}
+	}
+}
+
+// MaxModelName is the longest model name a request may carry: names are
+// echoed in errors, stored in history and sent to every event subscriber.
+const MaxModelName = 256
+
+// checkModel returns why a requested model name is refused, nil when it is
+// fine.
+func checkModel(name string) error {
+	if len(name) > MaxModelName {
+		return fmt.Errorf("model: a name of %d bytes is longer than %d", len(name), MaxModelName)
+	}
+	return nil
+}
+
+// maxErrorBody is the longest error message sent to a caller.
+const maxErrorBody = 4096
+
+// clipText cuts s to at most n bytes on a rune boundary, marking the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // failRoute answers a request the router could not serve, before anything
 // was written, with write (the caller's protocol); a caller that went away
 // gets nothing.
 func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, write func(http.ResponseWriter, int, string)) {
-	status, msg := http.StatusInternalServerError, err.Error()
+	status, msg := http.StatusInternalServerError, clipText(err.Error(), maxErrorBody)
 	var re *router.Error
 	if errors.As(err, &re) {
 		status = failureStatus(re.Failure, re.Attempts)

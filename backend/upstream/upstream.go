@@ -195,8 +195,17 @@ func Unsupported(msg string) string {
 // ErrorMessage extracts the human message from an error body in any of the
 // known dialects: {"error":{"message":...}}, {"error":"..."},
 // {"object":"error","message":...}, {"message":...}. Anything else (HTML,
-// plain text) is returned trimmed and cut to 200 bytes.
+// plain text) is returned trimmed and cut to 200 bytes; any message to
+// MaxMessage bytes.
 func ErrorMessage(body []byte) string {
+	return Clip(errorMessage(body), MaxMessage)
+}
+
+// MaxMessage is the longest upstream error message kept: it is stored in
+// history and sent to callers and event subscribers.
+const MaxMessage = 1024
+
+func errorMessage(body []byte) string {
 	body = bytes.TrimSpace(body)
 	var v struct {
 		Error   json.RawMessage `json:"error"`

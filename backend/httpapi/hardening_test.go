@@ -1,0 +1,190 @@
+package httpapi
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// The edge refuses what a lenient parser let through, each in the caller's
+// protocol and naming the field (issue 12, items 3 and 6).
+func TestStrictRequests(t *testing.T) {
+	longModel := strings.Repeat("m", 1<<20)
+	tests := []struct {
+		name, method, path, body string
+		header                   map[string]string
+		wantStatus               int
+		wantBody                 string
+		wantHeader               [2]string
+	}{
+		{name: "a stray ] after the JSON", path: "/v1/chat/completions", body: chatBody + "]", wantStatus: 400, wantBody: "unexpected data after the JSON value"},
+		{name: "a stray } after the JSON (Ollama)", path: "/api/chat", body: chatBody + "}", wantStatus: 400, wantBody: "unexpected data after the JSON value"},
+		{name: "5 MiB of spaces after the JSON", path: "/v1/chat/completions", body: chatBody + strings.Repeat(" ", 5<<20), wantStatus: 413},
+		{name: "white space after the JSON is fine", path: "/v1/chat/completions", body: chatBody + " \n\t ", wantStatus: 200},
+		{name: "max_tokens -1", path: "/v1/chat/completions", body: `{"model":"auto","max_tokens":-1,"messages":[{"role":"user","content":"x"}]}`,
+			wantStatus: 400, wantBody: "max_tokens: -1 is not a positive number of tokens"},
+		{name: "temperature -5", path: "/v1/chat/completions", body: `{"model":"auto","temperature":-5,"messages":[{"role":"user","content":"x"}]}`,
+			wantStatus: 400, wantBody: "temperature: -5 is out of range"},
+		{name: "an unknown role", path: "/v1/chat/completions", body: `{"model":"auto","messages":[{"role":"wizard","content":"x"}]}`,
+			wantStatus: 400, wantBody: `messages[0].role: \"wizard\" is not a role`},
+		{name: "an unknown role (Ollama)", path: "/api/chat", body: `{"model":"auto","messages":[{"role":"developer","content":"x"}]}`,
+			wantStatus: 400, wantBody: `messages[0].role: \"developer\" is not a role`},
+		{name: "negative temperature (Ollama)", path: "/api/chat", body: `{"model":"auto","options":{"temperature":-1},"messages":[{"role":"user","content":"x"}]}`,
+			wantStatus: 400, wantBody: "options.temperature: -1 is negative"},
+		{name: "a 1 MiB model name", path: "/v1/chat/completions", body: `{"model":"` + longModel + `","messages":[{"role":"user","content":"x"}]}`,
+			wantStatus: 400, wantBody: "model: a name of 1048576 bytes is longer than 256"},
+		{name: "a 1 MiB model name (Ollama)", path: "/api/chat", body: `{"model":"` + longModel + `","messages":[{"role":"user","content":"x"}]}`,
+			wantStatus: 400, wantBody: "is longer than 256"},
+		{name: "GET on a POST endpoint", method: "GET", path: "/v1/chat/completions", wantStatus: 405,
+			wantBody: `"message":"method GET not allowed on /v1/chat/completions (use POST)"`, wantHeader: [2]string{"Allow", "POST"}},
+		{name: "GET on a POST endpoint (Ollama)", method: "GET", path: "/api/chat", wantStatus: 405, wantBody: `{"error":"method GET`, wantHeader: [2]string{"Allow", "POST"}},
+		{name: "POST on a GET endpoint", method: "POST", path: "/switchyard/v1/status", body: "{}", wantStatus: 405, wantHeader: [2]string{"Allow", "GET, HEAD"}},
+		{name: "no such path is still 404", method: "GET", path: "/v1/nothing-here", wantStatus: 404, wantBody: "no such endpoint"},
+		{name: "the bearer scheme is case-insensitive", path: "/v1/chat/completions", body: chatBody,
+			header: map[string]string{"Authorization": "bearer a-long-enough-key-0123"}, wantStatus: 200},
+		{name: "a declared body over the limit, refused before it is sent", path: "/v1/chat/completions", body: chatBody,
+			header: map[string]string{"Content-Length": fmt.Sprint(5 << 20), "Expect": "100-continue"}, wantStatus: 413, wantBody: "request body larger than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := newTestServer(t, Options{APIKey: "a-long-enough-key-0123"})
+			h := map[string]string{"Authorization": "Bearer a-long-enough-key-0123"}
+			for k, v := range tt.header {
+				h[k] = v
+			}
+			method := tt.method
+			if method == "" {
+				method = "POST"
+			}
+			req := httptest.NewRequest(method, tt.path, strings.NewReader(tt.body))
+			req.Host = "127.0.0.1:8484"
+			for k, v := range h {
+				req.Header.Set(k, v)
+			}
+			if cl := h["Content-Length"]; cl != "" {
+				fmt.Sscan(cl, &req.ContentLength)
+			}
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, req)
+			if w.Code != tt.wantStatus {
+				t.Fatalf("status = %d; want %d (body %s)", w.Code, tt.wantStatus, clipText(w.Body.String(), 300))
+			}
+			if !strings.Contains(w.Body.String(), tt.wantBody) {
+				t.Errorf("body = %s; want it to contain %s", clipText(w.Body.String(), 300), tt.wantBody)
+			}
+			if w.Body.Len() > 2048 {
+				t.Errorf("a %d-byte error body: caller strings must not be echoed unbounded", w.Body.Len())
+			}
+			if k := tt.wantHeader[0]; k != "" && w.Header().Get(k) != tt.wantHeader[1] {
+				t.Errorf("%s = %q; want %q", k, w.Header().Get(k), tt.wantHeader[1])
+			}
+		})
+	}
+}
+
+// No other site frames the UI, sniffs a type or reads a referrer; a page of
+// another site can't reach the private API with the browser's own request;
+// the UI's folders are not listed (issue 12, item 5).
+func TestBrowserDefenses(t *testing.T) {
+	ui := fstest.MapFS{"index.html": {Data: []byte("<html>ui</html>")}, "assets/app.js": {Data: []byte("x")}}
+	s, b := newTestServer(t, Options{UI: ui, AllowedOrigins: []string{"http://localhost:5173"}})
+	w := do(s, "GET", "/", "", nil)
+	for k, v := range map[string]string{
+		"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+	} {
+		if got := w.Header().Get(k); got != v {
+			t.Errorf("%s = %q; want %q", k, got, v)
+		}
+	}
+	if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("Content-Security-Policy = %q; want frame-ancestors 'none'", csp)
+	}
+	for _, tt := range []struct {
+		name, method, path, body string
+		header                   map[string]string
+		want                     int
+	}{
+		{"another site reads the status", "GET", "/switchyard/v1/status", "", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
+		{"another site posts a chat without CORS", "POST", "/api/chat", chatBody, map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
+		{"an allowed origin calls cross-site", "POST", "/v1/chat/completions", chatBody,
+			map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "http://localhost:5173"}, 200},
+		{"the UI itself", "GET", "/switchyard/v1/status", "", map[string]string{"Sec-Fetch-Site": "same-origin"}, 404},
+		{"a link to the UI from another site", "GET", "/", "", map[string]string{"Sec-Fetch-Site": "cross-site"}, 200},
+		{"no listing of a folder", "GET", "/assets/", "", nil, 404},
+		{"no listing without the slash either", "GET", "/assets", "", nil, 404},
+		{"a file is served", "GET", "/assets/app.js", "", nil, 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b.calls.Store(0)
+			if w := do(s, tt.method, tt.path, tt.body, tt.header); w.Code != tt.want {
+				t.Errorf("status = %d; want %d (body %s)", w.Code, tt.want, w.Body.String())
+			}
+		})
+	}
+}
+
+// A connection that sends part of a body and then nothing is let go at
+// the body read deadline (issue 12, item 4).
+func TestStalledBodyIsLetGo(t *testing.T) {
+	s, b := newTestServer(t, Options{BodyReadTimeout: 200 * time.Millisecond})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8484\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":")
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("status = %d; want 408", resp.StatusCode)
+	}
+	if b.calls.Load() != 0 {
+		t.Error("a stalled request was routed")
+	}
+}
+
+// An events subscriber that never reads is dropped once its queue is full,
+// instead of being kept for minutes with megabytes queued (issue 12,
+// item 4).
+func TestSlowEventSubscriberIsDropped(t *testing.T) {
+	hub := NewHub()
+	s, _ := newTestServer(t, Options{Hub: hub, WriteTimeout: time.Second})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /switchyard/v1/events HTTP/1.1\r\nHost: 127.0.0.1:8484\r\n\r\n")
+	deadline := time.Now().Add(5 * time.Second)
+	for hub.Subscribers() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Never read: the socket's buffers fill, then the subscriber's queue.
+	big := strings.Repeat("x", 64<<10)
+	for i := 0; hub.Subscribers() > 0 && time.Now().Before(deadline); i++ {
+		hub.Observe(fleet.Event{Type: fleet.EventAttempt, RequestID: fmt.Sprint(i),
+			Attempt: &fleet.Attempt{Candidate: "m1", Error: big}})
+		time.Sleep(time.Millisecond)
+	}
+	if n := hub.Subscribers(); n != 0 {
+		t.Fatalf("%d subscribers left; want the one that never reads dropped", n)
+	}
+	if hub.Dropped() != 1 {
+		t.Errorf("Dropped() = %d; want 1", hub.Dropped())
+	}
+}
