@@ -112,7 +112,7 @@ func (a *App) shutdown(stopSystem context.CancelFunc) func(context.Context) {
 
 // health says in a few words how many candidates are usable.
 func (a *App) health() string {
-	states := a.sys.Router.States()
+	states := a.sys.Status().Candidates
 	closed := 0
 	for _, s := range states {
 		if s.Breaker.State == fleet.BreakerClosed {

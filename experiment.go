@@ -15,7 +15,8 @@ import (
 	failover "github.com/switchyard/switchyard/backend/experiment"
 )
 
-// experiment runs the failover experiment (SPEC 7): a table on stdout, a
+// experiment runs the failover experiment (docs/DESIGN.md,
+// "Failover experiment"): a table on stdout, a
 // progress bar on stderr, exit 1 when an expectation fails.
 func experiment(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("experiment", flag.ContinueOnError)

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +24,25 @@ import (
 
 //go:embed all:frontend/dist
 var assets embed.FS
+
+// wailsJSON is the project file Wails builds from; its info.productVersion
+// is Switchyard's version, stated there only.
+//
+//go:embed wails.json
+var wailsJSON []byte
+
+// version is Switchyard's version (wails.json's info.productVersion).
+var version = func() string {
+	var w struct {
+		Info struct {
+			ProductVersion string `json:"productVersion"`
+		} `json:"info"`
+	}
+	if json.Unmarshal(wailsJSON, &w) != nil || w.Info.ProductVersion == "" {
+		return "dev"
+	}
+	return w.Info.ProductVersion
+}()
 
 const usage = `Switchyard routes chat requests across your local model servers.
 
@@ -71,7 +91,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "bench":
 		return benchmark(rest, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "switchyard", system.Version)
+		fmt.Fprintln(stdout, "switchyard", version)
 		return exitOK
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -89,6 +109,7 @@ func baseOptions(stderr io.Writer) system.Options {
 		ConfigHome: envOr("XDG_CONFIG_HOME", filepath.Join(home, ".config")),
 		DataHome:   envOr("XDG_DATA_HOME", filepath.Join(home, ".local", "share")),
 		Getenv:     os.Getenv,
+		Version:    version,
 		Logf:       log.New(stderr, "switchyard: ", log.LstdFlags).Printf,
 	}
 	if ui, err := fs.Sub(assets, "frontend/dist"); err == nil {

@@ -1,7 +1,7 @@
 // End-to-end tests of `switchyard serve --demo` with the official `openai`
-// and `ollama` npm clients (SPEC 8): what a real client sees through the
-// localhost API (SPEC 6.3, docs/API.md), and how the router's streaming
-// probe-and-commit (SPEC 2.5) looks from its side when the demo fleet is
+// and `ollama` npm clients (docs/DESIGN.md, "Testing"): what a real client sees through the
+// localhost API (docs/API.md), and how the router's streaming
+// probe-and-commit (docs/DESIGN.md, "Probe and commit") looks from its side when the demo fleet is
 // made to fail. The Go twin of these checks is backend/system/e2e_test.go.
 //
 // Run from e2e/: node --test clients.test.mjs (needs build/bin/switchyard).
@@ -218,7 +218,7 @@ describe('healthy fleet through the official clients', { concurrency: true, time
       for (const id of ['auto', ...DEMO_IDS]) assert.ok(ids.includes(id), `models ${JSON.stringify(ids)} include ${id}`);
     });
 
-    // reasoning_effort puts the request in thinking mode (SPEC 2.6): with
+    // reasoning_effort puts the request in thinking mode (docs/DESIGN.md, "Thinking mode"): with
     // auto it goes to the deep-thinking model (an OpenAI/vLLM upstream);
     // naming qwen3-8b sends it to an Ollama upstream, whose thinking the
     // router translates into the OpenAI reasoning fields.

@@ -1,4 +1,4 @@
-// Browser end-to-end tests of the UI (SPEC 6.4, 8): Debian's Chromium
+// Browser end-to-end tests of the UI (docs/DESIGN.md, "Testing"): Debian's Chromium
 // driven by playwright-core (never a downloaded browser) against
 // `switchyard serve --demo`. Screenshots land in test-artifacts/.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke test of the real desktop window (SPEC 8): start the Wails build
+# Smoke test of the real desktop window (docs/DESIGN.md, "Testing"): start the Wails build
 # under Xvfb with an empty config (the embedded default: the demo fleet
 # when no local server answers), wait until the window exists and the API
 # answers, take a screenshot of the chat screen, check it is not blank,

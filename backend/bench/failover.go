@@ -178,7 +178,7 @@ func (b *bencher) breaker(ctx context.Context) error {
 	for range 2 {
 		paths[0].client.Chat(ctx, paths[0].body)
 	}
-	if st := sy.Router.Breaker(badID).Snapshot().State; st == fleet.BreakerClosed {
+	if st := breakerState(sy, badID); st == fleet.BreakerClosed {
 		return fmt.Errorf("the primary's breaker is %s after two failures; want it open", st)
 	}
 	before := f.Server(badID).Stats().Requests
@@ -208,7 +208,7 @@ func (b *bencher) breaker(ctx context.Context) error {
 		CoolDowns:       int(ran / b.sz.OpenDuration),
 		Direct:          timing(finished(got[1])),
 	}
-	first, err := firstOutcomes(ctx, sy.Store, start)
+	first, err := firstOutcomes(ctx, sy, start)
 	if err != nil {
 		return err
 	}
@@ -243,11 +243,21 @@ func finished(answers []experiment.Answer) []experiment.Answer {
 
 // firstOutcomes returns the outcome of the first attempt of every request
 // the history recorded since since, by request id.
-func firstOutcomes(ctx context.Context, store *history.Store, since time.Time) (map[string]fleet.Outcome, error) {
+// breakerState is a candidate's breaker state as the status shows it.
+func breakerState(sy *experiment.Switchyard, id string) fleet.BreakerState {
+	for _, c := range sy.Status().Candidates {
+		if c.ID == id {
+			return c.Breaker.State
+		}
+	}
+	return ""
+}
+
+func firstOutcomes(ctx context.Context, sy *experiment.Switchyard, since time.Time) (map[string]fleet.Outcome, error) {
 	out := make(map[string]fleet.Outcome)
 	before := ""
 	for {
-		recs, err := store.Requests(ctx, history.Filter{Limit: history.MaxLimit, Before: before, Since: since.Add(-time.Second)})
+		recs, err := sy.Requests(ctx, history.Filter{Limit: history.MaxLimit, Before: before, Since: since.Add(-time.Second)})
 		if err != nil {
 			return nil, fmt.Errorf("read history: %w", err)
 		}

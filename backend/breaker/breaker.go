@@ -1,4 +1,5 @@
-// Package breaker is a three-state circuit breaker (SPEC 2.2), one per
+// Package breaker is a three-state circuit breaker (docs/DESIGN.md, "Circuit
+// breaker"), one per
 // candidate. It is two-step like gobreaker's TwoStepCircuitBreaker: Allow
 // hands out a Ticket before the call and Done reports the call's result
 // with it, so a streaming attempt can report at its commit point. Results

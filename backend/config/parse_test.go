@@ -13,7 +13,8 @@ import (
 	"github.com/switchyard/switchyard/backend/fleet"
 )
 
-// specExample is the example of SPEC 6.2, verbatim.
+// specExample is the example config of docs/DESIGN.md, "Configuration",
+// its first part.
 const specExample = `listen: 127.0.0.1:8484
 api_key: ""                # when set, API callers need "Authorization: Bearer <key>"
 allowed_origins: []        # extra browser origins allowed to call the API
@@ -40,7 +41,7 @@ chat:
       api_key_env: ""       # name of an env var holding the upstream key
 `
 
-// specSecondCandidate is the candidate SPEC 6.2's example names as
+// specSecondCandidate is the candidate that example names as
 // deep_thinking_model but leaves out of its list.
 const specSecondCandidate = `    - id: qwen3-32b
       provider: openai
@@ -82,18 +83,18 @@ func TestDefault(t *testing.T) {
 }
 
 func TestParseSpecExample(t *testing.T) {
-	// As written, SPEC's example names a deep_thinking_model it does not
+	// Alone, the example's first part names a deep_thinking_model it does not
 	// list: that is the one error, and it names the key.
 	_, err := Parse([]byte(specExample))
 	fes := FieldErrors(err)
 	if len(fes) != 1 || fes[0].Path != "chat.deep_thinking_model" || fes[0].Line != 14 {
-		t.Fatalf("Parse(SPEC example) = %v; want only chat.deep_thinking_model at line 14", err)
+		t.Fatalf("Parse(example) = %v; want only chat.deep_thinking_model at line 14", err)
 	}
 
 	// With that candidate listed, the example parses exactly as written.
 	got, err := Parse([]byte(specExample + specSecondCandidate))
 	if err != nil {
-		t.Fatalf("Parse(SPEC example + qwen3-32b) error: %v", err)
+		t.Fatalf("Parse(example + qwen3-32b) error: %v", err)
 	}
 	want := Default()
 	want.Chat = Chat{
@@ -117,7 +118,7 @@ func TestParseSpecExample(t *testing.T) {
 		}},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Parse(SPEC example) =\n%+v\nwant\n%+v", got, want)
+		t.Errorf("Parse(example) =\n%+v\nwant\n%+v", got, want)
 	}
 }
 

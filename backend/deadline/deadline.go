@@ -1,5 +1,6 @@
 // Package deadline learns each candidate's time to first token and turns
-// it into first-token deadlines (SPEC 3): clamp(k × p99 of warm TTFTs,
+// it into first-token deadlines (docs/DESIGN.md, "First-token
+// deadlines"): clamp(k × p99 of warm TTFTs,
 // floor, ceiling) once enough samples are known, the ceiling before; plus
 // the expected load time for a model that is not resident, so a cold model
 // is not mistaken for a stalled one. It implements router.Deadlines and
@@ -37,15 +38,22 @@ type Settings struct {
 	Now func() time.Time
 }
 
+// Defaults of Settings.
+const (
+	DefaultMultiplier = 4
+	DefaultFloor      = 2 * time.Second
+	DefaultMinSamples = 20
+)
+
 func (s Settings) withDefaults() Settings {
 	if s.Multiplier <= 0 {
-		s.Multiplier = 4
+		s.Multiplier = DefaultMultiplier
 	}
 	if s.Floor <= 0 {
-		s.Floor = 2 * time.Second
+		s.Floor = DefaultFloor
 	}
 	if s.MinSamples <= 0 {
-		s.MinSamples = 20
+		s.MinSamples = DefaultMinSamples
 	}
 	if s.Window <= 0 {
 		s.Window = 200

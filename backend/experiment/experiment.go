@@ -1,4 +1,5 @@
-// Package experiment is the failover experiment of SPEC 7: it starts a
+// Package experiment is the failover experiment (docs/DESIGN.md,
+// "Failover experiment"): it starts a
 // simulated fleet of two servers (a primary speaking Ollama's API and a
 // healthy secondary speaking the OpenAI API as vLLM does) and a real
 // Switchyard in front of them, in-process and over real HTTP, and sends
@@ -70,7 +71,7 @@ type Scenario struct {
 	Expect Expect
 }
 
-// Scenarios returns the scenarios of SPEC 7, in the order they are run.
+// Scenarios returns the experiment's scenarios, in the order they are run.
 func Scenarios() []Scenario {
 	return []Scenario{
 		{Name: "primary healthy", Fault: "healthy", Expect: ExpectPrimary},
@@ -82,7 +83,7 @@ func Scenarios() []Scenario {
 	}
 }
 
-// Options configure Run. The zero value runs SPEC 7's experiment.
+// Options configure Run. The zero value runs the whole experiment.
 type Options struct {
 	// Requests is the number of requests per scenario. Default 100.
 	Requests int
@@ -313,7 +314,7 @@ func runScenario(ctx context.Context, o Options, sc Scenario, progress func()) (
 
 	res = Result{Scenario: sc.Name, Fault: fault.String(), Expect: sc.Expect, Requests: o.Requests}
 	res.PrimaryRequests = b.fleet.Server(Primary).Stats().Requests
-	res.SkippedOpen, err = skippedOpen(ctx, b.sy.Store, answers)
+	res.SkippedOpen, err = skippedOpen(ctx, b.sy, answers)
 	if err != nil {
 		return res, err
 	}
@@ -432,7 +433,7 @@ func firstMixed(answers []Answer, full map[string]string) string {
 
 // skippedOpen counts the answered requests whose first attempt the history
 // recorded as skipped_open: the primary's breaker was open.
-func skippedOpen(ctx context.Context, store *history.Store, answers []Answer) (int, error) {
+func skippedOpen(ctx context.Context, sy *Switchyard, answers []Answer) (int, error) {
 	ids := make(map[string]bool, len(answers))
 	for _, a := range answers {
 		if a.RequestID != "" {
@@ -442,7 +443,7 @@ func skippedOpen(ctx context.Context, store *history.Store, answers []Answer) (i
 	n := 0
 	before := ""
 	for {
-		recs, err := store.Requests(ctx, history.Filter{Limit: history.MaxLimit, Before: before})
+		recs, err := sy.Requests(ctx, history.Filter{Limit: history.MaxLimit, Before: before})
 		if err != nil {
 			return 0, fmt.Errorf("read history: %w", err)
 		}

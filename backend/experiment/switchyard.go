@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
+	"github.com/switchyard/switchyard/backend/config"
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/system"
 )
@@ -50,22 +53,12 @@ func StartSwitchyard(ctx context.Context, s Setup) (_ *Switchyard, err error) {
 			os.RemoveAll(dir)
 		}
 	}()
-	var cfg strings.Builder
-	cfg.WriteString("selection:\n")
-	keys := make([]string, 0, len(s.Selection))
-	for k := range s.Selection {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&cfg, "  %s: %s\n", k, s.Selection[k])
-	}
-	fmt.Fprintf(&cfg, "chat:\n  default_model: %s\n  candidates:\n", s.DefaultModel)
-	for _, c := range s.Candidates {
-		fmt.Fprintf(&cfg, "    - {id: %s, provider: %s, url: %q, model: %q, priority: %d, parallel: %d}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority, c.Slots)
+	cfg, err := s.config()
+	if err != nil {
+		return nil, err
 	}
 	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(config.Render(cfg)), 0o600); err != nil {
 		return nil, err
 	}
 	sys, err := system.New(ctx, system.Options{
@@ -82,6 +75,35 @@ func StartSwitchyard(ctx context.Context, s Setup) (_ *Switchyard, err error) {
 		cancel()
 		return errors.Join(<-ran, os.RemoveAll(dir))
 	}}, nil
+}
+
+// config returns the configuration s describes: the defaults, with the
+// selection keys of s decoded and checked as a config file's are, and the
+// candidates of s.
+func (s Setup) config() (config.Config, error) {
+	selection := &yaml.Node{Kind: yaml.MappingNode}
+	for _, k := range slices.Sorted(maps.Keys(s.Selection)) {
+		selection.Content = append(selection.Content,
+			&yaml.Node{Kind: yaml.ScalarNode, Value: k}, &yaml.Node{Kind: yaml.ScalarNode, Value: s.Selection[k]})
+	}
+	doc, err := yaml.Marshal(&yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
+		{Kind: yaml.ScalarNode, Value: "selection"}, selection,
+	}})
+	if err != nil {
+		return config.Config{}, err
+	}
+	cfg, err := config.Parse(doc)
+	if err != nil {
+		return config.Config{}, fmt.Errorf("setup selection: %w", err)
+	}
+	cfg.Chat.DefaultModel = s.DefaultModel
+	for _, c := range s.Candidates {
+		cfg.Chat.Candidates = append(cfg.Chat.Candidates, config.Candidate{
+			ID: c.ID, Provider: c.Provider, URL: c.URL, Model: c.Model, Priority: c.Priority,
+			Enabled: true, Parallel: c.Slots,
+		})
+	}
+	return cfg, nil
 }
 
 // Close stops Switchyard, flushes its history and removes its directory.

@@ -155,7 +155,7 @@ func (c Class) String() string {
 }
 
 // Classify maps an attempt's error to its routing class. It looks only at
-// types and sentinels (SPEC 2.2), never at message text. A context error is
+// types and sentinels (docs/DESIGN.md, "Whose fault is it"), never at message text. A context error is
 // a client abort only when the caller's own context is done: pass callerCtx
 // so a deadline of the router's own is not mistaken for one.
 func Classify(callerCtx context.Context, err error) Class {

@@ -47,48 +47,48 @@ type Candidate struct {
 
 // Message is one chat turn.
 type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	Thinking   string     `json:"thinking,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
-	Images     []string   `json:"images,omitempty"` // base64, Ollama style
+	Role       string
+	Content    string
+	Thinking   string
+	ToolCalls  []ToolCall
+	ToolCallID string
+	Name       string
+	Images     []string // base64, Ollama style
 }
 
 // ToolCall is a complete tool call of a message, or one delta of it in a
 // Chunk (Index says which call a delta belongs to; Arguments arrive as
 // fragments).
 type ToolCall struct {
-	Index     int    `json:"index"`
-	ID        string `json:"id,omitempty"`
-	Type      string `json:"type,omitempty"`
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments,omitempty"`
+	Index     int
+	ID        string
+	Type      string
+	Name      string
+	Arguments string
 }
 
 // Tool is a function the model may call, in the shape both OpenAI and Ollama
 // accept.
 type Tool struct {
-	Type     string       `json:"type"`
-	Function ToolFunction `json:"function"`
+	Type     string
+	Function ToolFunction
 }
 
 // ToolFunction describes a callable function.
 type ToolFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Name        string
+	Description string
+	Parameters  json.RawMessage
 }
 
 // Options are the sampling settings a caller may set. Nil means "the
 // upstream's default".
 type Options struct {
-	Temperature *float64 `json:"temperature,omitempty"`
-	TopP        *float64 `json:"top_p,omitempty"`
-	MaxTokens   *int     `json:"max_tokens,omitempty"`
-	Seed        *int     `json:"seed,omitempty"`
-	Stop        []string `json:"stop,omitempty"`
+	Temperature *float64
+	TopP        *float64
+	MaxTokens   *int
+	Seed        *int
+	Stop        []string
 }
 
 // Protocol names the API a caller used to reach Switchyard.
@@ -98,6 +98,12 @@ const (
 	ProtocolOpenAI Protocol = "openai"
 	ProtocolOllama Protocol = "ollama"
 	ProtocolUI     Protocol = "ui"
+)
+
+// Every provider and protocol, for the API's description.
+var (
+	Providers = []Provider{ProviderOllama, ProviderOpenAI}
+	Protocols = []Protocol{ProtocolOpenAI, ProtocolOllama, ProtocolUI}
 )
 
 // Request is one chat request as the router sees it, whatever protocol it

@@ -1,6 +1,9 @@
 package fleet
 
-import "strings"
+import (
+	"net"
+	"strings"
+)
 
 // SameModel reports whether name names model as Ollama resolves names:
 // case-insensitively, with ":latest" implied when no tag is given
@@ -17,4 +20,16 @@ func normalizeModel(s string) string {
 		return s
 	}
 	return s + ":latest"
+}
+
+// LoopbackHost reports whether host, a name or an IP with or without
+// brackets but without a port, is this machine: "localhost" in any case, or
+// a 127.0.0.0/8 or ::1 address.
+func LoopbackHost(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

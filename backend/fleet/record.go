@@ -2,7 +2,8 @@ package fleet
 
 import "time"
 
-// Outcome is how one attempt ended (SPEC 5, attempts.outcome).
+// Outcome is how one attempt ended (docs/DESIGN.md, "Tables":
+// attempts.outcome).
 type Outcome string
 
 const (
@@ -18,7 +19,7 @@ const (
 	OutcomeHedgeLost         Outcome = "hedge_lost"
 	// OutcomeDemoted: the candidate was moved to the end of the order for
 	// GPU memory pressure and another served before its turn came. Its
-	// attempt row carries the reading (SPEC 2.1: every demotion is
+	// attempt row carries the reading (every demotion is
 	// recorded with its reason).
 	OutcomeDemoted Outcome = "demoted"
 )
@@ -80,7 +81,8 @@ const (
 	FailureClientGone Failure = "client_gone"
 )
 
-// Status is how a whole request ended (SPEC 5, requests.status).
+// Status is how a whole request ended (docs/DESIGN.md, "Tables":
+// requests.status).
 type Status string
 
 const (
@@ -90,60 +92,72 @@ const (
 	StatusUpstreamErrorAfterCommit Status = "upstream_error_after_commit"
 )
 
+// Each list holds every value of its type, for the API's description.
+var (
+	Outcomes = []Outcome{OutcomeSuccess, OutcomeError, OutcomeTimeout, OutcomeNoContent, OutcomeBusy, OutcomeSkippedOpen,
+		OutcomeClientAbort, OutcomeNotRetryable, OutcomeFailedAfterCommit, OutcomeHedgeLost, OutcomeDemoted}
+	Faults = []Fault{FaultNone, FaultServer, FaultBusy, FaultQueued, FaultLoading, FaultRequest, FaultConfig,
+		FaultCapability, FaultClient}
+	Failures = []Failure{FailureNone, FailureUnknownModel, FailureNoCandidates, FailureUnavailable, FailureRejected,
+		FailureRequest, FailureUpstreamAuth, FailureClientGone}
+	Statuses      = []Status{StatusOK, StatusFailed, StatusClientAbort, StatusUpstreamErrorAfterCommit}
+	BreakerStates = []BreakerState{BreakerClosed, BreakerOpen, BreakerHalfOpen}
+)
+
 // GPUReading is the memory reading that demoted a candidate, kept on the
 // attempt so history shows why.
 type GPUReading struct {
-	GPU        int    `json:"gpu"`    // index, -1 for a remote endpoint's own report
-	Source     string `json:"source"` // "nvml", "ollama_ps", "vllm_metrics", ...
-	FreeBytes  uint64 `json:"free_bytes"`
-	UsedBytes  uint64 `json:"used_bytes"`
-	TotalBytes uint64 `json:"total_bytes"`
-	Reason     string `json:"reason"` // e.g. "free 0.6 GiB < 1 GiB"
+	GPU        int    // index, -1 for a remote endpoint's own report
+	Source     string // "nvml", "ollama_ps", "vllm_metrics", ...
+	FreeBytes  uint64
+	UsedBytes  uint64
+	TotalBytes uint64
+	Reason     string // e.g. "free 0.6 GiB < 1 GiB"
 }
 
 // Attempt is the record of one try of one candidate for one request.
 type Attempt struct {
-	RequestID  string        `json:"request_id"`
-	Order      int           `json:"order"` // 0-based position in the request's attempt list
-	Candidate  string        `json:"candidate"`
-	Outcome    Outcome       `json:"outcome"`
-	Error      string        `json:"error,omitempty"`
-	HTTPStatus int           `json:"http_status,omitempty"`
-	StartedAt  time.Time     `json:"started_at"`
-	Deadline   time.Duration `json:"deadline_ns"` // first-token deadline it ran under, 0 if never started
-	TTFT       time.Duration `json:"ttft_ns"`     // 0 when no first token
-	Duration   time.Duration `json:"duration_ns"`
+	RequestID  string
+	Order      int // 0-based position in the request's attempt list
+	Candidate  string
+	Outcome    Outcome
+	Error      string
+	HTTPStatus int
+	StartedAt  time.Time
+	Deadline   time.Duration // first-token deadline it ran under, 0 if never started
+	TTFT       time.Duration // 0 when no first token
+	Duration   time.Duration
 	// Fault says whose fault a failure was; FaultNone for an attempt
 	// that did not fail.
-	Fault Fault `json:"fault,omitempty"`
+	Fault Fault
 	// Cold is true when the deadline included an expected load time.
-	Cold    bool        `json:"cold,omitempty"`
-	Demoted bool        `json:"demoted,omitempty"`
-	Reading *GPUReading `json:"reading,omitempty"`
+	Cold    bool
+	Demoted bool
+	Reading *GPUReading
 }
 
 // RequestRecord is the history record of one request, written when it ends.
 type RequestRecord struct {
-	ID              string    `json:"id"`
-	StartedAt       time.Time `json:"started_at"`
-	Protocol        Protocol  `json:"protocol"`
-	Stream          bool      `json:"stream"`
-	Thinking        bool      `json:"thinking"`
-	RequestedModel  string    `json:"requested_model"`
-	ServedCandidate string    `json:"served_candidate,omitempty"`
-	ServedModel     string    `json:"served_model,omitempty"`
-	IsFallback      bool      `json:"is_fallback"`
-	Status          Status    `json:"status"`
-	HTTPStatus      int       `json:"http_status,omitempty"`
-	Error           string    `json:"error,omitempty"`
+	ID              string
+	StartedAt       time.Time
+	Protocol        Protocol
+	Stream          bool
+	Thinking        bool
+	RequestedModel  string
+	ServedCandidate string
+	ServedModel     string
+	IsFallback      bool
+	Status          Status
+	HTTPStatus      int
+	Error           string
 	// Failure says why the request got no answer, FailureNone when it got
 	// one.
-	Failure          Failure       `json:"failure,omitempty"`
-	TTFT             time.Duration `json:"ttft_ns"` // as the caller saw it, 0 when none
-	Latency          time.Duration `json:"latency_ns"`
-	PromptTokens     int           `json:"prompt_tokens,omitempty"`
-	CompletionTokens int           `json:"completion_tokens,omitempty"`
-	Attempts         []Attempt     `json:"attempts"`
+	Failure          Failure
+	TTFT             time.Duration // as the caller saw it, 0 when none
+	Latency          time.Duration
+	PromptTokens     int
+	CompletionTokens int
+	Attempts         []Attempt
 }
 
 // BreakerState is the state of one candidate's circuit breaker.
@@ -157,11 +171,11 @@ const (
 
 // BreakerChange is one breaker transition.
 type BreakerChange struct {
-	Candidate string       `json:"candidate"`
-	From      BreakerState `json:"from"`
-	To        BreakerState `json:"to"`
-	At        time.Time    `json:"at"`
-	Cause     string       `json:"cause"`
+	Candidate string
+	From      BreakerState
+	To        BreakerState
+	At        time.Time
+	Cause     string
 }
 
 // EventType names a live event.
@@ -169,22 +183,20 @@ type EventType string
 
 const (
 	EventRequestStarted EventType = "request_started"
-	EventAttempt        EventType = "attempt" // an attempt ended (Attempt set)
-	EventCommit         EventType = "commit"  // a stream committed (Attempt set, Outcome success)
-	EventRequestDone    EventType = "request_done"
-	EventBreaker        EventType = "breaker" // Breaker set
-	EventGPUSample      EventType = "gpu"     // Data holds the sample
-	EventConfig         EventType = "config"  // Data holds the outcome of a config reload
+	EventAttemptStarted EventType = "attempt_started" // a candidate is tried (Attempt set: candidate, start, deadline)
+	EventAttempt        EventType = "attempt"         // an attempt ended (Attempt set)
+	EventCommit         EventType = "commit"          // a stream committed (Attempt set, Outcome success)
+	EventRequestDone    EventType = "request_done"    // Request set
+	EventBreaker        EventType = "breaker"         // Breaker set
 )
 
-// Event is one live event for the UI's events stream. Exactly the fields its
-// Type names are set.
+// Event is one live event of routing, for history, metrics and the UI.
+// Exactly the fields its Type names are set.
 type Event struct {
-	Type      EventType      `json:"type"`
-	At        time.Time      `json:"at"`
-	RequestID string         `json:"request_id,omitempty"`
-	Attempt   *Attempt       `json:"attempt,omitempty"`
-	Request   *RequestRecord `json:"request,omitempty"`
-	Breaker   *BreakerChange `json:"breaker,omitempty"`
-	Data      any            `json:"data,omitempty"`
+	Type      EventType
+	At        time.Time
+	RequestID string
+	Attempt   *Attempt
+	Request   *RequestRecord
+	Breaker   *BreakerChange
 }

@@ -1,7 +1,7 @@
-// Package gpu reads the machine's NVIDIA GPUs (through NVML) and its CPU and
-// memory (through gopsutil), polls model servers for the pressure they
-// report themselves, and decides which candidates are under GPU memory
-// pressure (SPEC 4).
+// Package gpu reads the machine: its NVIDIA GPUs (through NVML) and its CPU
+// and memory (through gopsutil). It decides nothing: backend/pressure does,
+// from these readings and the servers' own reports (docs/DESIGN.md, "GPU
+// and server load").
 //
 // The pieces, and who runs them:
 //
@@ -11,11 +11,6 @@
 //     same and never crashes.
 //   - Sampler reads the GPUs and the host about once a second on its own
 //     goroutine (Run) and keeps the latest Sample.
-//   - Poller polls each candidate's server, off the request path, with
-//     back-off: Ollama /api/ps for resident models, vLLM and llama.cpp
-//     /metrics, llama.cpp /slots.
-//   - Monitor turns the latest readings into the router's demotion
-//     decision (router.Pressure) without any I/O.
 //
 // Nothing here reads the environment or keeps package-level state; the
 // composition root (backend/system) builds and wires every piece.
@@ -23,9 +18,6 @@ package gpu
 
 import (
 	"context"
-	"fmt"
-	"math"
-	"strconv"
 	"time"
 )
 
@@ -51,16 +43,18 @@ type Reader interface {
 // after it is returned; readers must not modify them either.
 type Snapshot struct {
 	// Available is true when NVML answered; Devices may still be empty.
-	Available bool `json:"available"`
+	Available bool
 	// Message says why GPUs are not available (it starts with
 	// MessageNoGPU), or why the last reading failed; "" when all is well.
-	Message string `json:"message"`
+	Message string
 	// Devices are the GPUs read, in index order. A device NVML reported as
 	// lost (or failing with an unknown error) is missing from this
 	// snapshot. Never nil in a snapshot a Reader returned.
-	Devices []Device `json:"devices"`
+	Devices []Device
 	// At is when the reading was taken.
-	At time.Time `json:"sampled_at"`
+	At time.Time
+	// Simulated: the devices are not real (the demo fleet's).
+	Simulated bool
 }
 
 // Device returns the device with the given NVML index.
@@ -76,55 +70,36 @@ func (s Snapshot) Device(index int) (Device, bool) {
 // Device is one GPU. The JSON names are those of the status document's
 // devices (docs/API.md).
 type Device struct {
-	Index int    `json:"index"` // NVML index, as candidates' gpus name it
-	Name  string `json:"name"`  // e.g. "NVIDIA H100 80GB HBM3"; "" when NVML would not say
-	UUID  string `json:"uuid"`
+	Index int    // NVML index, as candidates' gpus name it
+	Name  string // e.g. "NVIDIA H100 80GB HBM3"; "" when NVML would not say
+	UUID  string
 	// Total, Used and Free are memory in bytes. Used includes memory the
 	// driver reserves when NVML can tell (GetMemoryInfo_v2). All three are
 	// zero when the device does not report memory (an integrated GPU
 	// sharing host memory); such a device never causes pressure.
-	Total uint64 `json:"memory_total_bytes"`
-	Used  uint64 `json:"memory_used_bytes"`
-	Free  uint64 `json:"memory_free_bytes"`
+	Total uint64
+	Used  uint64
+	Free  uint64
 	// UtilizationPct is the percent of time a kernel ran over the last
 	// sample period; 0 when not supported.
-	UtilizationPct float64 `json:"utilization_pct"`
+	UtilizationPct float64
 	// Processes are the compute processes using the GPU; empty (not nil)
 	// when there are none or NVML may not list them (no permission).
-	Processes []Process `json:"processes"`
+	Processes []Process
 }
 
 // Process is one compute process on a GPU.
 type Process struct {
-	PID       uint32 `json:"pid"`        // host PID (differs from the PID inside a container)
-	Name      string `json:"name"`       // /proc/PID/comm; "" when unreadable
-	UsedBytes uint64 `json:"used_bytes"` // 0 when NVML cannot tell (Windows WDDM, some containers)
+	PID       uint32 // host PID (differs from the PID inside a container)
+	Name      string // /proc/PID/comm; "" when unreadable
+	UsedBytes uint64 // 0 when NVML cannot tell (Windows WDDM, some containers)
 }
 
 // Host is the machine's CPU and memory use. The JSON names are those of
 // the status document's host.
 type Host struct {
-	CPUPct     float64 `json:"cpu_pct"` // all CPUs, 0-100, since the previous reading
-	MemTotal   uint64  `json:"memory_total_bytes"`
-	MemUsed    uint64  `json:"memory_used_bytes"`
-	MemUsedPct float64 `json:"memory_used_pct"`
-}
-
-const gib = 1 << 30
-
-// gibs formats a measured size: "12.1 GiB".
-func gibs(b uint64) string {
-	return fmt.Sprintf("%.1f GiB", float64(b)/gib)
-}
-
-// gibsLimit formats a configured size without a needless decimal: "1 GiB",
-// "0.5 GiB".
-func gibsLimit(b uint64) string {
-	return strconv.FormatFloat(math.Round(float64(b)/gib*10)/10, 'f', -1, 64) + " GiB"
-}
-
-// pct formats a ratio as a percent with at most one decimal: 0.96 → "96%",
-// 0.955 → "95.5%".
-func pct(ratio float64) string {
-	return strconv.FormatFloat(math.Round(ratio*1000)/10, 'f', -1, 64) + "%"
+	CPUPct     float64 // all CPUs, 0-100, since the previous reading
+	MemTotal   uint64
+	MemUsed    uint64
+	MemUsedPct float64
 }

@@ -41,7 +41,12 @@ func OpenNVML() *NVML {
 	return openNVML(nvml.New(), procComm)
 }
 
-// openNVML is OpenNVML on any nvml.Interface (go-nvml's mock in tests).
+// OpenNVMLFrom is OpenNVML on any nvml.Interface: go-nvml's mock of a
+// machine, in tests of what its readings lead to.
+func OpenNVMLFrom(lib nvml.Interface) *NVML { return openNVML(lib, procComm) }
+
+// openNVML is OpenNVML on any nvml.Interface, with the process names taken
+// from procName.
 func openNVML(lib nvml.Interface, procName func(uint32) string) *NVML {
 	r := &NVML{lib: lib, procName: procName}
 	if ret := lib.Init(); ret != nvml.SUCCESS {

@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,9 +12,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
-
-	"github.com/switchyard/switchyard/backend/fleet"
-	"github.com/switchyard/switchyard/backend/upstream/ollama"
 )
 
 // mockGPUs is a DGX H100 from go-nvml's mock whose devices' memory,
@@ -223,68 +221,6 @@ func TestNVMLCountFailure(t *testing.T) {
 	}
 }
 
-// TestNVMLPressure drives a candidate on GPU 0 of a mock DGX H100 across
-// each threshold and back.
-func TestNVMLPressure(t *testing.T) {
-	m := newMockGPUs(t)
-	nv := openNVML(m, procNames)
-	defer nv.Close()
-	sampler := &Sampler{GPU: nv, Host: noHost}
-	ps := &fakePS{}
-	c := ollamaCand("qwen3-32b", "qwen3:32b", []int{0}, true)
-	neighbour := ollamaCand("llama", "llama3.2:3b", []int{1}, true)
-	everywhere := ollamaCand("any", "qwen3:8b", nil, true)
-	poller := NewPoller(nil, PollerSettings{})
-	poller.ps = ps.list
-	poller.Update([]fleet.Candidate{c, neighbour, everywhere})
-	mon := NewMonitor(Policy{}, Sources{Sampler: sampler, Poller: poller, Size: func(fleet.Candidate) uint64 { return 20 * gib }})
-	resident := []ollama.Running{
-		{Name: "qwen3:32b", Size: 20 * gib, SizeVRAM: 20 * gib},
-		{Name: "llama3.2:3b", Size: 3 * gib, SizeVRAM: 3 * gib},
-		{Name: "qwen3:8b", Size: 6 * gib, SizeVRAM: 6 * gib},
-	}
-
-	steps := []struct {
-		name    string
-		free    float64 // GiB free on GPU 0
-		running []ollama.Running
-		want    string // reason for c; "" for none
-		wantAny bool   // everywhere (all GPUs) is under pressure too
-	}{
-		{name: "healthy", free: 70, running: resident},
-		{name: "free below 1 GiB", free: 0.6, running: resident, want: "GPU 0: free 0.6 GiB < 1 GiB", wantAny: true},
-		{name: "used ratio above 95%", free: 3.2, running: resident, want: "GPU 0: 96% used > 95%", wantAny: true},
-		{name: "not resident and too big", free: 12.1, running: resident[1:], want: "qwen3:32b not resident and needs 20.0 GiB, GPU 0 has 12.1 GiB free"},
-		{name: "not resident but fits", free: 30, running: resident[1:]},
-		{name: "recovered", free: 70, running: resident},
-	}
-	for _, st := range steps {
-		m.setFree(0, st.free)
-		ps.set(nil, st.running...)
-		sampler.Sample(t.Context())
-		poller.s.Now = nextTick(poller.s.Now)
-		poller.Poll(t.Context())
-
-		got := mon.Pressure(c)
-		switch {
-		case st.want == "" && got != nil:
-			t.Errorf("%s: Pressure() = %+v; want nil", st.name, got)
-		case st.want != "":
-			total, free := uint64(80*gib), gibf(st.free)
-			want := &fleet.GPUReading{GPU: 0, Source: "nvml", FreeBytes: free, UsedBytes: total - free, TotalBytes: total, Reason: st.want}
-			if !sameReading(got, want) {
-				t.Errorf("%s: Pressure() = %+v; want %+v", st.name, got, want)
-			}
-		}
-		if got := mon.Pressure(neighbour); got != nil {
-			t.Errorf("%s: Pressure(candidate on GPU 1) = %+v; want nil", st.name, got)
-		}
-		if got := mon.Pressure(everywhere); (got != nil) != st.wantAny {
-			t.Errorf("%s: Pressure(candidate on every GPU) = %+v; want pressure %v", st.name, got, st.wantAny)
-		}
-	}
-}
-
 func equalInts(a, b []int) bool {
 	if len(a) != len(b) {
 		return false
@@ -296,3 +232,8 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+const gib = 1 << 30
+
+// gibs formats a size for a test's log: "12.1 GiB".
+func gibs(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/gib) }

@@ -11,9 +11,9 @@ import (
 // and never modified; its slices are shared, so readers must not modify
 // them.
 type Sample struct {
-	At   time.Time `json:"at"`
-	GPU  Snapshot  `json:"gpu"`
-	Host Host      `json:"host"`
+	At   time.Time
+	GPU  Snapshot
+	Host Host
 }
 
 // Sampler reads the GPUs and the host about once a second, off the request

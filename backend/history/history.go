@@ -1,5 +1,5 @@
 // Package history is Switchyard's durable record of requests, their
-// attempts and circuit-breaker transitions (SPEC 5), kept in one SQLite file
+// attempts and circuit-breaker transitions (docs/DESIGN.md, "History"), kept in one SQLite file
 // (modernc.org/sqlite, WAL, synchronous=NORMAL).
 //
 // Writes go through one writer goroutine that commits whatever is queued in

@@ -41,6 +41,17 @@ type Filter struct {
 	Since, Until time.Time
 }
 
+// storedReading is a fleet.GPUReading as the attempts.reading column keeps
+// it, as JSON.
+type storedReading struct {
+	GPU        int    `json:"gpu"`
+	Source     string `json:"source"`
+	FreeBytes  uint64 `json:"free_bytes"`
+	UsedBytes  uint64 `json:"used_bytes"`
+	TotalBytes uint64 `json:"total_bytes"`
+	Reason     string `json:"reason"`
+}
+
 const requestColumns = `id, started_at, protocol, stream, thinking, requested_model,
 	served_candidate, served_model, is_fallback, status, http_status, error, ttft_ms,
 	latency_ms, prompt_tokens, completion_tokens, failure`
@@ -193,10 +204,11 @@ func (s *Store) attachAttempts(ctx context.Context, recs []fleet.RequestRecord) 
 		a.TTFT = millis(ttft.V)
 		a.Duration = millis(duration)
 		if reading.Valid {
-			a.Reading = new(fleet.GPUReading)
-			if err := json.Unmarshal([]byte(reading.V), a.Reading); err != nil {
+			var r storedReading
+			if err := json.Unmarshal([]byte(reading.V), &r); err != nil {
 				return fmt.Errorf("attempt %d of %s: reading: %w", a.Order, a.RequestID, err)
 			}
+			a.Reading = (*fleet.GPUReading)(&r)
 		}
 		i := index[a.RequestID]
 		recs[i].Attempts = append(recs[i].Attempts, a)

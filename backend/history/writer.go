@@ -114,7 +114,7 @@ func newPending(r fleet.RequestRecord) (pending, error) {
 			started = a.StartedAt.UnixMilli()
 		}
 		if a.Reading != nil {
-			b, err := json.Marshal(a.Reading)
+			b, err := json.Marshal(storedReading(*a.Reading))
 			if err != nil {
 				return pending{}, fmt.Errorf("attempt %d reading: %w", i, err)
 			}

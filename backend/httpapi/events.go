@@ -8,18 +8,31 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/gpu"
+	"github.com/switchyard/switchyard/backend/schema"
 )
 
-// Hub fans live events out to the subscribers of GET /switchyard/v1/events.
-// Observe never blocks: each subscriber has a queue of SubscriberQueue
-// events, and one that lets its queue fill up is dropped (its events
-// stream ends; the UI reconnects and catches up from the status snapshot)
-// rather than hold events, and memory, for a reader that is not reading.
-// Safe for concurrent use; the zero value is not usable, call NewHub.
+// Hub fans live events out to the subscribers of GET /switchyard/v1/events:
+// the router's events (Observe), GPU readings (PublishGPU) and config
+// reloads (PublishConfig). Observe and the Publish methods never block:
+// each subscriber has a queue of SubscriberQueue events, and one that lets
+// its queue fill up is dropped (its events stream ends; the UI reconnects
+// and catches up from the status snapshot) rather than hold events, and
+// memory, for a reader that is not reading. Safe for concurrent use; the
+// zero value is not usable, call NewHub.
 type Hub struct {
 	mu      sync.Mutex
-	subs    map[chan fleet.Event]struct{}
+	subs    map[chan hubEvent]struct{}
 	dropped atomic.Int64
+}
+
+// hubEvent is one event on its way to the subscribers: a router event, a
+// GPU reading or a config reload. It is turned into its JSON document by
+// each subscriber's own goroutine, never on the request path.
+type hubEvent struct {
+	router *fleet.Event
+	gpu    *gpu.Sample
+	config *schema.ConfigEvent
 }
 
 // SubscriberQueue is how many events wait for one subscriber before it is
@@ -27,10 +40,24 @@ type Hub struct {
 const SubscriberQueue = 256
 
 // NewHub returns a hub without subscribers.
-func NewHub() *Hub { return &Hub{subs: make(map[chan fleet.Event]struct{})} }
+func NewHub() *Hub { return &Hub{subs: make(map[chan hubEvent]struct{})} }
 
 // Observe implements router.Observer.
-func (h *Hub) Observe(e fleet.Event) {
+func (h *Hub) Observe(e fleet.Event) { h.publish(hubEvent{router: &e}) }
+
+// PublishGPU sends a GPU and host reading.
+func (h *Hub) PublishGPU(s gpu.Sample) { h.publish(hubEvent{gpu: &s}) }
+
+// PublishConfig says a config edit was applied (err nil) or rejected.
+func (h *Hub) PublishConfig(err error) {
+	ev := schema.ConfigEvent{OK: err == nil}
+	if err != nil {
+		ev.Error = clipText(err.Error(), maxErrorBody)
+	}
+	h.publish(hubEvent{config: &ev})
+}
+
+func (h *Hub) publish(e hubEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for c := range h.subs {
@@ -54,10 +81,10 @@ func (h *Hub) Subscribers() int {
 	return len(h.subs)
 }
 
-// Subscribe returns a channel of events, closed when the subscriber is
+// subscribe returns a channel of events, closed when the subscriber is
 // dropped, and the function that ends the subscription.
-func (h *Hub) Subscribe() (<-chan fleet.Event, func()) {
-	c := make(chan fleet.Event, SubscriberQueue)
+func (h *Hub) subscribe() (<-chan hubEvent, func()) {
+	c := make(chan hubEvent, SubscriberQueue)
 	h.mu.Lock()
 	h.subs[c] = struct{}{}
 	h.mu.Unlock()
@@ -68,32 +95,37 @@ func (h *Hub) Subscribe() (<-chan fleet.Event, func()) {
 	}
 }
 
-// eventJSON is an event as the events stream sends it (docs/API.md).
-type eventJSON struct {
-	RequestID string               `json:"request_id,omitempty"`
-	Attempt   *AttemptJSON         `json:"attempt,omitempty"`
-	Request   *RequestJSON         `json:"request,omitempty"`
-	Breaker   *fleet.BreakerChange `json:"breaker,omitempty"`
-	Data      any                  `json:"data,omitempty"`
-}
-
-func eventView(e fleet.Event) eventJSON {
-	v := eventJSON{RequestID: e.RequestID, Breaker: e.Breaker, Data: e.Data}
-	if e.Attempt != nil {
-		a := AttemptView(*e.Attempt)
-		v.Attempt = &a
+// document is e's event type and its JSON document; ok is false for a
+// router event the stream does not carry.
+func (e hubEvent) document() (typ schema.EventType, doc any, ok bool) {
+	switch {
+	case e.gpu != nil:
+		return schema.EventGPU, schema.NewGPUEvent(*e.gpu), true
+	case e.config != nil:
+		return schema.EventConfig, *e.config, true
 	}
-	if e.Request != nil {
-		r := RequestView(*e.Request)
-		v.Request = &r
+	r := *e.router
+	switch r.Type {
+	case fleet.EventRequestStarted:
+		return schema.EventRequestStarted, schema.RequestStarted{RequestID: r.RequestID}, true
+	case fleet.EventAttemptStarted:
+		return schema.EventAttemptStarted, schema.NewAttemptStarted(r), true
+	case fleet.EventAttempt:
+		return schema.EventAttempt, schema.NewAttemptEvent(r), true
+	case fleet.EventCommit:
+		return schema.EventCommit, schema.NewAttemptEvent(r), true
+	case fleet.EventRequestDone:
+		return schema.EventRequestDone, schema.NewRequestDone(r), true
+	case fleet.EventBreaker:
+		return schema.EventBreaker, schema.BreakerEvent{Breaker: schema.NewBreakerChange(*r.Breaker)}, true
 	}
-	return v
+	return "", nil, false
 }
 
 // events streams live events as SSE, with the whole status document at
 // connect and then every second.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	events, stop := s.o.Hub.Subscribe()
+	events, stop := s.o.Hub.subscribe()
 	defer stop()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -101,7 +133,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	cw := newChunkWriter(w, s.o.WriteTimeout)
-	send := func(typ string, v any) error {
+	send := func(typ schema.EventType, v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil
@@ -117,7 +149,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if s.o.Status == nil {
 			return nil
 		}
-		return send("status", s.o.Status())
+		return send(schema.EventStatus, s.o.Status())
 	}
 	if sendStatus() != nil {
 		return
@@ -137,7 +169,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return // dropped: it fell behind
 			}
-			err = send(string(e.Type), eventView(e))
+			if typ, doc, ok := e.document(); ok {
+				err = send(typ, doc)
+			}
 		case <-tick.C:
 			err = sendStatus()
 		case <-ping.C:

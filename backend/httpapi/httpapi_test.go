@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/router"
+	"github.com/switchyard/switchyard/backend/schema"
 )
 
 // countingBackend answers every call with a short complete stream and
@@ -342,7 +343,7 @@ func TestPreflightEchoesRequestedHeaders(t *testing.T) {
 }
 
 func TestEventsEndOnShutdown(t *testing.T) {
-	s, _ := newTestServer(t, Options{Status: func() any { return map[string]bool{"ok": true} }})
+	s, _ := newTestServer(t, Options{Status: func() schema.Status { return schema.Status{Version: "test"} }})
 	ts := httptest.NewServer(s)
 	defer ts.Close()
 	s.guard.Store(newGuard(strings.TrimPrefix(ts.URL, "http://"), Security{}))

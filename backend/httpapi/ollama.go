@@ -61,14 +61,13 @@ func ollamaRequest(q *api.ChatRequest) (*fleet.Request, error) {
 		}
 		req.Messages = append(req.Messages, fm)
 	}
-	if len(q.Tools) > 0 {
-		raw, err := json.Marshal(q.Tools)
-		if err == nil {
-			err = json.Unmarshal(raw, &req.Tools)
-		}
+	for i, t := range q.Tools {
+		params, err := json.Marshal(t.Function.Parameters)
 		if err != nil {
-			return nil, fmt.Errorf("tools: %w", err)
+			return nil, fmt.Errorf("tools[%d].function.parameters: %w", i, err)
 		}
+		req.Tools = append(req.Tools, fleet.Tool{Type: t.Type, Function: fleet.ToolFunction{
+			Name: t.Function.Name, Description: t.Function.Description, Parameters: params}})
 	}
 	opts, err := ollamaOptions(q.Options)
 	if err != nil {

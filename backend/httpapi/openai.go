@@ -30,7 +30,7 @@ type oaRequest struct {
 	Reasoning       *struct {
 		Effort string `json:"effort"`
 	} `json:"reasoning"`
-	Tools               []fleet.Tool    `json:"tools"`
+	Tools               []oaTool        `json:"tools"`
 	Temperature         *float64        `json:"temperature"`
 	TopP                *float64        `json:"top_p"`
 	MaxTokens           *int            `json:"max_tokens"`
@@ -38,6 +38,16 @@ type oaRequest struct {
 	Seed                *int            `json:"seed"`
 	Stop                json.RawMessage `json:"stop"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
+}
+
+// oaTool is a function the model may call.
+type oaTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
 }
 
 type oaMessage struct {
@@ -70,7 +80,11 @@ func (q *oaRequest) toFleet() (*fleet.Request, error) {
 	if err := checkOpenAIOptions(q); err != nil {
 		return nil, err
 	}
-	req := &fleet.Request{Model: q.Model, Stream: q.Stream, Tools: q.Tools, Format: q.ResponseFormat}
+	req := &fleet.Request{Model: q.Model, Stream: q.Stream, Format: q.ResponseFormat}
+	for _, t := range q.Tools {
+		req.Tools = append(req.Tools, fleet.Tool{Type: t.Type, Function: fleet.ToolFunction{
+			Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters}})
+	}
 	effort := q.ReasoningEffort
 	if effort == "" && q.Reasoning != nil {
 		effort = q.Reasoning.Effort

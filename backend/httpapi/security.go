@@ -8,13 +8,15 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+
+	"github.com/switchyard/switchyard/backend/fleet"
 )
 
 // WebviewOrigins are the origins of the Wails webview (Linux/macOS, and
 // Windows), always allowed to call the API.
 var WebviewOrigins = []string{"wails://wails", "http://wails.localhost"}
 
-// guard applies SPEC 6.3's checks to every request, in order: Host
+// guard applies the checks of docs/DESIGN.md, "Security", to every request, in order: Host
 // allowlist (DNS rebinding), browser origin, bearer token, body limit.
 type guard struct {
 	hosts     map[string]bool // exact Host values allowed; nil means any (non-loopback bind with a key)
@@ -36,13 +38,13 @@ func newGuard(listen string, sec Security) *guard {
 	apiKey, allowedOrigins := sec.APIKey, sec.AllowedOrigins
 	g := &guard{origins: make(map[string]bool), bodyLimit: sec.BodyLimit}
 	if g.bodyLimit <= 0 {
-		g.bodyLimit = 4 << 20
+		g.bodyLimit = DefaultBodyLimit
 	}
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		host, port = listen, ""
 	}
-	if loopback(host) {
+	if fleet.LoopbackHost(host) {
 		g.hosts = make(map[string]bool)
 		for _, name := range []string{"127.0.0.1", "localhost", "[::1]"} {
 			g.hosts[name+":"+port] = true
@@ -62,14 +64,6 @@ func newGuard(listen string, sec Security) *guard {
 		g.keyHash = sha256.Sum256([]byte(apiKey))
 	}
 	return g
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }
 
 // wrap applies the guard in force (cur) to every request.

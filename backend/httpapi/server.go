@@ -1,4 +1,5 @@
-// Package httpapi is Switchyard's localhost API (SPEC 6.3): the
+// Package httpapi is Switchyard's localhost API (docs/API.md; docs/DESIGN.md,
+// "Security"): the
 // OpenAI-compatible and Ollama-compatible chat endpoints, Switchyard's own
 // /switchyard/v1/ API with its live event stream, /metrics, and the web UI's
 // static files — behind the security checks every request passes: exact
@@ -19,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/history"
 	"github.com/switchyard/switchyard/backend/router"
+	"github.com/switchyard/switchyard/backend/schema"
 )
 
 // History is what the API reads from the request history.
@@ -31,17 +33,11 @@ type History interface {
 
 // Demo controls the simulated fleet in demo mode.
 type Demo interface {
-	Servers() []DemoServer
-	Faults() []string
-	SetFault(candidate, fault string) (DemoServer, error)
-}
-
-// DemoServer is one simulated upstream as the demo API shows it.
-type DemoServer struct {
-	Candidate string `json:"candidate"`
-	Provider  string `json:"provider"`
-	URL       string `json:"url"`
-	Fault     string `json:"fault"`
+	// Demo is GET /switchyard/v1/demo.
+	Demo() schema.Demo
+	// SetFault gives a simulated server a fault and returns it as it is
+	// now; an unknown candidate or fault is an error the caller must fix.
+	SetFault(candidate, fault string) (schema.DemoServer, error)
 }
 
 // Options configure a Server. Router is required; nil History, Demo,
@@ -55,8 +51,8 @@ type Options struct {
 	UI      fs.FS // the built frontend (frontend/dist)
 	// Status returns the document of GET /switchyard/v1/status; Config
 	// that of GET /switchyard/v1/config.
-	Status func() any
-	Config func() any
+	Status func() schema.Status
+	Config func() schema.Config
 
 	// Listen is the address the server is bound to, host:port; it decides
 	// the Host allowlist.
@@ -117,10 +113,14 @@ func (s *Server) callerGone(r *http.Request) bool {
 	return r.Context().Err() != nil && !s.draining.Load()
 }
 
+// DefaultBodyLimit is the body limit of Options and Security when theirs
+// is zero.
+const DefaultBodyLimit = 4 << 20
+
 // New returns a server for o.
 func New(o Options) *Server {
 	if o.BodyLimit <= 0 {
-		o.BodyLimit = 4 << 20
+		o.BodyLimit = DefaultBodyLimit
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
@@ -148,6 +148,7 @@ func New(o Options) *Server {
 	mux.HandleFunc("GET /switchyard/v1/events", s.events)
 	mux.HandleFunc("GET /switchyard/v1/demo", s.demo)
 	mux.HandleFunc("POST /switchyard/v1/demo/fault", s.demoFault)
+	mux.HandleFunc("GET /switchyard/v1/openapi.json", openAPI)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
@@ -224,7 +225,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeJSONError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
+	writeJSON(w, status, schema.Error{Error: msg})
 }
 
 // routeHeaders sets the X-Switchyard-* headers of a routed answer.

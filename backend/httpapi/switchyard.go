@@ -8,71 +8,8 @@ import (
 
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/history"
+	"github.com/switchyard/switchyard/backend/schema"
 )
-
-// AttemptJSON is an attempt as the API shows it (docs/API.md).
-type AttemptJSON struct {
-	Order      int               `json:"order"`
-	Candidate  string            `json:"candidate"`
-	Outcome    fleet.Outcome     `json:"outcome"`
-	Fault      fleet.Fault       `json:"fault"`
-	Error      string            `json:"error"`
-	HTTPStatus int               `json:"http_status"`
-	StartedAt  time.Time         `json:"started_at"`
-	DeadlineMS int64             `json:"deadline_ms"`
-	TTFTMS     int64             `json:"ttft_ms"`
-	DurationMS int64             `json:"duration_ms"`
-	Cold       bool              `json:"cold"`
-	Demoted    bool              `json:"demoted"`
-	Reading    *fleet.GPUReading `json:"reading"`
-}
-
-// RequestJSON is a request record as the API shows it (docs/API.md).
-type RequestJSON struct {
-	ID               string         `json:"id"`
-	StartedAt        time.Time      `json:"started_at"`
-	Protocol         fleet.Protocol `json:"protocol"`
-	Stream           bool           `json:"stream"`
-	Thinking         bool           `json:"thinking"`
-	RequestedModel   string         `json:"requested_model"`
-	ServedCandidate  string         `json:"served_candidate"`
-	ServedModel      string         `json:"served_model"`
-	IsFallback       bool           `json:"is_fallback"`
-	Status           fleet.Status   `json:"status"`
-	HTTPStatus       int            `json:"http_status"`
-	Error            string         `json:"error"`
-	Failure          fleet.Failure  `json:"failure"`
-	TTFTMS           int64          `json:"ttft_ms"`
-	LatencyMS        int64          `json:"latency_ms"`
-	PromptTokens     int            `json:"prompt_tokens"`
-	CompletionTokens int            `json:"completion_tokens"`
-	Attempts         []AttemptJSON  `json:"attempts"`
-}
-
-// AttemptView converts an attempt for the API.
-func AttemptView(a fleet.Attempt) AttemptJSON {
-	return AttemptJSON{
-		Order: a.Order, Candidate: a.Candidate, Outcome: a.Outcome, Fault: a.Fault, Error: a.Error, HTTPStatus: a.HTTPStatus,
-		StartedAt: a.StartedAt, DeadlineMS: a.Deadline.Milliseconds(), TTFTMS: a.TTFT.Milliseconds(),
-		DurationMS: a.Duration.Milliseconds(), Cold: a.Cold, Demoted: a.Demoted, Reading: a.Reading,
-	}
-}
-
-// RequestView converts a request record for the API.
-func RequestView(r fleet.RequestRecord) RequestJSON {
-	out := RequestJSON{
-		ID: r.ID, StartedAt: r.StartedAt, Protocol: r.Protocol, Stream: r.Stream, Thinking: r.Thinking,
-		RequestedModel: r.RequestedModel, ServedCandidate: r.ServedCandidate, ServedModel: r.ServedModel,
-		IsFallback: r.IsFallback, Status: r.Status, HTTPStatus: r.HTTPStatus, Error: r.Error, Failure: r.Failure,
-		TTFTMS: r.TTFT.Milliseconds(), LatencyMS: r.Latency.Milliseconds(),
-		PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-		Attempts: make([]AttemptJSON, 0, len(r.Attempts)),
-	}
-	for _, a := range r.Attempts {
-		out.Attempts = append(out.Attempts, AttemptView(a))
-	}
-	return out
-}
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.o.Status == nil {
@@ -128,11 +65,7 @@ func (s *Server) requests(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	out := make([]RequestJSON, 0, len(recs))
-	for _, rec := range recs {
-		out = append(out, RequestView(rec))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"requests": out})
+	writeJSON(w, http.StatusOK, schema.NewRequests(recs))
 }
 
 func (s *Server) request(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +82,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, RequestView(rec))
+	writeJSON(w, http.StatusOK, schema.NewRequest(rec))
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
@@ -183,28 +116,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	type ttftPoint struct {
-		At        time.Time `json:"at"`
-		Candidate string    `json:"candidate"`
-		P50MS     int64     `json:"p50_ms"`
-		P95MS     int64     `json:"p95_ms"`
-		N         int       `json:"n"`
-	}
-	type ratePoint struct {
-		At        time.Time `json:"at"`
-		Requests  int       `json:"requests"`
-		Fallbacks int       `json:"fallbacks"`
-		Errors    int       `json:"errors"`
-	}
-	ttft := make([]ttftPoint, 0, len(series))
-	for _, p := range series {
-		ttft = append(ttft, ttftPoint{p.At, p.Candidate, p.P50.Milliseconds(), p.P95.Milliseconds(), p.N})
-	}
-	fail := make([]ratePoint, 0, len(rate))
-	for _, p := range rate {
-		fail = append(fail, ratePoint{p.At, p.Requests, p.Fallbacks, p.Errors})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"ttft": ttft, "failover": fail})
+	writeJSON(w, http.StatusOK, schema.NewStats(series, rate))
 }
 
 func (s *Server) demo(w http.ResponseWriter, r *http.Request) {
@@ -212,7 +124,13 @@ func (s *Server) demo(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "not in demo mode")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"servers": s.o.Demo.Servers(), "faults": s.o.Demo.Faults()})
+	writeJSON(w, http.StatusOK, s.o.Demo.Demo())
+}
+
+// openAPI serves the OpenAPI document of /switchyard/v1/.
+func openAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(schema.OpenAPIJSON())
 }
 
 func (s *Server) demoFault(w http.ResponseWriter, r *http.Request) {
@@ -220,10 +138,7 @@ func (s *Server) demoFault(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "not in demo mode")
 		return
 	}
-	var body struct {
-		Candidate string `json:"candidate"`
-		Fault     string `json:"fault"`
-	}
+	var body schema.SetFault
 	if status, err := s.decodeBody(w, r, &body); err != nil {
 		writeJSONError(w, status, err.Error())
 		return

@@ -1,4 +1,5 @@
-// Package metrics exports Switchyard's Prometheus series (SPEC 5), named
+// Package metrics exports Switchyard's Prometheus series (docs/DESIGN.md,
+// "Metrics and live events"), named
 // switchyard_* in base units. It is a router.Observer: it learns
 // everything from live events, and holds its own registry (no globals).
 package metrics

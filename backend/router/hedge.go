@@ -12,7 +12,8 @@ type probed struct {
 	err error
 }
 
-// hedge probes a; when a has no first token by its learned p95 (SPEC 3),
+// hedge probes a; when a has no first token by its learned p95 (docs/DESIGN.md,
+// "Hedged first token"),
 // it starts the next candidate in parallel. The first attempt to produce a
 // first token wins; the other is cancelled at once and recorded as
 // hedge_lost. At most one hedge per request. It returns the winner, or nil

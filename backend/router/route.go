@@ -248,15 +248,18 @@ func (ru *run) startAttempt(e entry, t breaker.Ticket) *attempt {
 	a.inflight.Add(1)
 	if a.queued && !ru.moreToTry() {
 		// The last candidate left is full: wait in its queue rather than
-		// give up on a deadline learned from unqueued answers.
-		d = ceiling
+		// give up on a deadline learned from unqueued answers (a cold
+		// model's deadline may be longer still).
+		d = max(d, ceiling)
 	}
 	a.rec = fleet.Attempt{
-		RequestID: ru.id, Candidate: c.ID, StartedAt: time.Now(),
+		RequestID: ru.id, Order: len(ru.rec.Attempts), Candidate: c.ID, StartedAt: time.Now(),
 		Deadline: d, Cold: cold, Demoted: e.demoted, Reading: e.reading,
 	}
 	a.ctx, a.cancel = context.WithCancelCause(ru.ctx)
 	a.timer = time.AfterFunc(d, a.expire)
+	started := a.rec
+	ru.r.observe(fleet.Event{Type: fleet.EventAttemptStarted, At: started.StartedAt, RequestID: ru.id, Attempt: &started})
 	return a
 }
 

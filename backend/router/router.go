@@ -1,4 +1,5 @@
-// Package router routes one chat request across the fleet (SPEC 2): it
+// Package router routes one chat request across the fleet (docs/DESIGN.md, "The
+// life of a request"): it
 // orders the candidates, gates each through its circuit breaker, probes a
 // streaming attempt until its first token and commits it, or switches
 // silently to the next candidate when the attempt fails before that. It
@@ -32,10 +33,11 @@ type Settings struct {
 	// Retry-After. Default 1s.
 	BusyBackoff time.Duration
 	// Hedge starts the next candidate in parallel when the current one has
-	// no first token by its learned p95 (SPEC 3). Default off.
+	// no first token by its learned p95 (docs/DESIGN.md, "Hedged first token").
+	// Default off.
 	Hedge bool
-	// Breaker configures every candidate's breaker (its Now and OnChange are
-	// set by the router).
+	// Breaker configures every candidate's breaker. The router sets its
+	// OnChange; its Now is kept as given (time.Now when nil).
 	Breaker breaker.Settings
 }
 

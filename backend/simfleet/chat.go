@@ -113,18 +113,111 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, d dialect) {
 	})
 }
 
-// answer returns nil when the server finished its script, or the error
-// that stopped it: the client went away or the server closed.
+// phases are the parts of an answer a fault can play its own way, in the
+// order they come; healthy says how a healthy server plays them. A phase
+// that returns end true or an error ends the answer there with err: nil
+// when the server finished its script, else what stopped it (the client
+// went away, the server closed).
+type phases struct {
+	// respond comes before the response headers.
+	respond func(a *reply) (end bool, err error)
+	// open sends the headers. Then the server waits for the first token
+	// (TTFT, and the load time of a cold model).
+	open func(a *reply) (end bool, err error)
+	// first comes before the first token.
+	first func(a *reply) (end bool, err error)
+	// token sends one token of a.x.tokens.
+	token func(a *reply, t token) (end bool, err error)
+	// end ends an answer whose tokens were all sent.
+	end func(a *reply) error
+}
+
+// healthy is how a healthy server plays each phase.
+var healthy = phases{
+	respond: func(*reply) (bool, error) { return false, nil },
+	open:    func(a *reply) (bool, error) { return false, a.open(true) },
+	first:   func(*reply) (bool, error) { return false, nil },
+	token:   func(a *reply, t token) (bool, error) { return false, a.token(t, a.s.cfg.TokenGap) },
+	end:     (*reply).end,
+}
+
+// or returns p with the phases it leaves nil taken from base.
+func (p phases) or(base phases) phases {
+	if p.respond == nil {
+		p.respond = base.respond
+	}
+	if p.open == nil {
+		p.open = base.open
+	}
+	if p.first == nil {
+		p.first = base.first
+	}
+	if p.token == nil {
+		p.token = base.token
+	}
+	if p.end == nil {
+		p.end = base.end
+	}
+	return p
+}
+
+// answer plays the phases of the fault in force for a chat request. It
+// returns nil when the server finished its script, or the error that
+// stopped it: the client went away or the server closed.
 func (s *Server) answer(ctx context.Context, w http.ResponseWriter, r *http.Request, d dialect) error {
+	a, err := s.begin(ctx, w, r, d)
+	if a == nil {
+		return err
+	}
+	fr, _ := row(a.fault.Kind) // SetFault lets only known kinds in
+	script := fr.phases.or(healthy)
+	if end, err := script.respond(a); end || err != nil {
+		return err
+	}
+	if end, err := script.open(a); end || err != nil {
+		return err
+	}
+	if err := a.load(); err != nil {
+		return err
+	}
+	if end, err := script.first(a); end || err != nil {
+		return err
+	}
+	for _, t := range a.x.tokens {
+		if end, err := script.token(a, t); end || err != nil {
+			return err
+		}
+	}
+	return script.end(a)
+}
+
+// reply is the writing side of one exchange: what the phases of an answer
+// write with, and the fault in force when the request arrived.
+type reply struct {
+	s     *Server
+	ctx   context.Context
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	d     dialect
+	x     *exchange
+	fault Fault
+	model string // the served model's name
+	cold  bool   // the model was not resident
+}
+
+// begin reads a chat request and starts its reply. When the request is not
+// one the server answers, it writes the error answer and returns nil, with
+// the error of a client that went away.
+func (s *Server) begin(ctx context.Context, w http.ResponseWriter, r *http.Request, d dialect) (*reply, error) {
 	// Read the whole body: net/http notices a client that goes away (and
 	// cancels ctx) only once the body is consumed.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		d.writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
-		return nil
+		return nil, nil
 	}
 	req, herr := d.parse(body)
 	if herr == nil {
@@ -136,171 +229,151 @@ func (s *Server) answer(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	}
 	if herr != nil {
 		d.writeError(w, herr.status, herr.msg)
-		return nil
+		return nil, nil
 	}
 	m, _ := s.model(req.model)
 
+	a := &reply{s: s, ctx: ctx, w: w, rc: http.NewResponseController(w), d: d, model: m.Name}
 	s.mu.Lock()
-	fault := s.fault
+	a.fault = s.fault
 	s.seq++
 	seq := s.seq
-	cold := !s.resident[m.Name]
+	a.cold = !s.resident[m.Name]
 	s.mu.Unlock()
-	if fault.Kind != FaultHealthy {
+	if a.fault.Kind != FaultHealthy {
 		s.update(func(st *Stats) { st.Faulted++ })
 	}
 
-	x := &exchange{
+	a.x = &exchange{
 		req:   req,
 		id:    fmt.Sprintf("%s-%d", s.cfg.Name, seq),
 		start: time.Now(),
 	}
 	if req.think {
 		for _, t := range s.thinkingTokens(req.model) {
-			x.tokens = append(x.tokens, token{text: t, thinking: true})
+			a.x.tokens = append(a.x.tokens, token{text: t, thinking: true})
 		}
 	}
 	for _, t := range s.AnswerTokens(req.model) {
-		x.tokens = append(x.tokens, token{text: t})
-	}
-
-	switch fault.Kind {
-	case FaultStatus:
-		d.writeError(w, fault.Status, fmt.Sprintf("%s: simulated HTTP %d", s.cfg.Name, fault.Status))
-		return nil
-	case FaultBusy:
-		d.writeBusy(w, fault.RetryAfter)
-		return nil
-	case FaultHangHeaders:
-		return s.hang(ctx)
-	}
-
-	rc := http.NewResponseController(w)
-	send := func(b []byte) error {
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-		return rc.Flush()
+		a.x.tokens = append(a.x.tokens, token{text: t})
 	}
 	if req.stream {
 		w.Header().Set("Content-Type", d.streamType())
 	} else {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	}
-	headers := func() error {
-		w.WriteHeader(http.StatusOK)
-		return rc.Flush()
-	}
+	return a, nil
+}
 
-	// Faults that strike before the first token.
-	switch fault.Kind {
-	case FaultHangFirstToken:
-		if err := headers(); err != nil {
-			return err
-		}
-		return s.hang(ctx)
-	case FaultCloseBeforeFirst:
-		if err := headers(); err != nil {
-			return err
-		}
-		cut(w)
-		return nil
-	case FaultRoleThenStall:
-		if err := headers(); err != nil {
-			return err
-		}
-		if req.stream {
-			if err := send(d.stall(x)); err != nil {
-				return err
-			}
-		}
-		return s.hang(ctx)
+// load waits for the first token: TTFT, and the load time of a cold model,
+// which it then makes resident.
+func (a *reply) load() error {
+	delay := a.s.cfg.TTFT
+	if a.cold {
+		a.x.load = a.s.cfg.LoadTime
+		delay += a.s.cfg.LoadTime
 	}
-
-	if req.stream {
-		if err := headers(); err != nil {
-			return err
-		}
-		// vLLM reports an error that strikes before generation without
-		// the role chunk.
-		if b := d.opening(x); b != nil && fault.Kind != FaultErrorEvent {
-			if err := send(b); err != nil {
-				return err
-			}
-		}
-	}
-	delay := s.cfg.TTFT
-	if cold {
-		x.load = s.cfg.LoadTime
-		delay += s.cfg.LoadTime
-	}
-	if err := s.wait(ctx, delay); err != nil {
+	if err := a.s.wait(a.ctx, delay); err != nil {
 		return err
 	}
-	if cold {
-		s.SetResident(m.Name, true)
+	if a.cold {
+		a.s.SetResident(a.model, true)
 	}
+	return nil
+}
 
-	switch fault.Kind {
-	case FaultErrorEvent:
-		msg := fmt.Sprintf("%s: simulated error before the first token", s.cfg.Name)
-		if !req.stream {
-			d.writeError(w, http.StatusInternalServerError, msg)
-			return nil
-		}
-		return send(d.errorEvent(x, msg))
-	case FaultMalformed:
-		if !req.stream {
-			return send([]byte("}{ this is not JSON\n"))
-		}
-		return send(d.garbage(x))
-	case FaultEmpty:
-		x.tokens = nil
+// send writes b and flushes it.
+func (a *reply) send(b []byte) error {
+	if _, err := a.w.Write(b); err != nil {
+		return err
 	}
+	return a.rc.Flush()
+}
 
-	gap := s.cfg.TokenGap
-	if fault.Kind == FaultSlow {
-		gap = fault.Gap
-	}
-	for i, t := range x.tokens {
-		if fault.Kind == FaultDieAfter && len(x.sent) == fault.AfterTokens {
-			break
-		}
-		if i > 0 {
-			if err := s.wait(ctx, gap); err != nil {
-				return err
-			}
-		}
-		if i == 0 {
-			x.first = time.Now()
-		}
-		if req.stream {
-			if err := send(d.token(x, t)); err != nil {
-				return err
-			}
-		}
-		x.sent = append(x.sent, t)
-	}
+// headers sends the headers of a 200 answer.
+func (a *reply) headers() error {
+	a.w.WriteHeader(http.StatusOK)
+	return a.rc.Flush()
+}
 
-	switch {
-	case fault.Kind == FaultDieAfter:
-		if !req.stream {
-			// Nothing of a non-streaming answer is written before its end.
-			if err := headers(); err != nil {
-				return err
-			}
-		}
-		cut(w)
-		return nil
-	case !req.stream && fault.Kind == FaultTruncated:
-		b := d.whole(x)
-		return send(b[:len(b)/2])
-	case !req.stream:
-		return send(d.whole(x))
-	case fault.Kind == FaultTruncated:
+// open sends the headers of a stream and, when opening is true, its
+// opening event. A non-streaming answer sends nothing before its end.
+func (a *reply) open(opening bool) error {
+	if !a.x.req.stream {
 		return nil
 	}
-	return send(d.finish(x))
+	if err := a.headers(); err != nil {
+		return err
+	}
+	if b := a.d.opening(a.x); opening && b != nil {
+		return a.send(b)
+	}
+	return nil
+}
+
+// token sends t, gap after the token before it.
+func (a *reply) token(t token, gap time.Duration) error {
+	if len(a.x.sent) > 0 {
+		if err := a.s.wait(a.ctx, gap); err != nil {
+			return err
+		}
+	} else {
+		a.x.first = time.Now()
+	}
+	if a.x.req.stream {
+		if err := a.send(a.d.token(a.x, t)); err != nil {
+			return err
+		}
+	}
+	a.x.sent = append(a.x.sent, t)
+	return nil
+}
+
+// end ends a complete answer: the finish events of a stream, or the whole
+// body.
+func (a *reply) end() error {
+	if !a.x.req.stream {
+		return a.send(a.d.whole(a.x))
+	}
+	return a.send(a.d.finish(a.x))
+}
+
+// die cuts the connection, after the headers of a non-streaming answer
+// (nothing of which is written before its end).
+func (a *reply) die() error {
+	if !a.x.req.stream {
+		if err := a.headers(); err != nil {
+			return err
+		}
+	}
+	cut(a.w)
+	return nil
+}
+
+// hang waits until the client goes away or the server closes.
+func (a *reply) hang() error { return a.s.hang(a.ctx) }
+
+// stall sends the headers and, when event is true, the event without
+// content of the dialect; then it hangs.
+func (a *reply) stall(event bool) error {
+	if err := a.headers(); err != nil {
+		return err
+	}
+	if event {
+		if err := a.send(a.d.stall(a.x)); err != nil {
+			return err
+		}
+	}
+	return a.hang()
+}
+
+// crash sends the headers, then cuts the connection.
+func (a *reply) crash() error {
+	if err := a.headers(); err != nil {
+		return err
+	}
+	cut(a.w)
+	return nil
 }
 
 // hang waits until the client goes away or the server closes.

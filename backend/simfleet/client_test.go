@@ -161,7 +161,7 @@ func TestOpenAIClient(t *testing.T) {
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")},
 	})
 	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || apiErr.Message != "bravo: simulated HTTP 502" {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || apiErr.Message != "simulated HTTP 502 (server bravo)" {
 		t.Errorf("New on status:502 = %v; want an *openai.Error 502 with the message", err)
 	}
 }

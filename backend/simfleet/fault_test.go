@@ -146,14 +146,14 @@ func TestStreamFaults(t *testing.T) {
 			expectStatus(t, resp, 503)
 			raw, _ := readAll(resp)
 			if x.p.provider == "ollama" {
-				if want := `{"error":"alpha: simulated HTTP 503"}`; string(raw) != want {
+				if want := `{"error":"simulated HTTP 503 (server alpha)"}`; string(raw) != want {
 					t.Errorf("body = %s; want %s", raw, want)
 				}
 			} else {
 				var body struct {
 					Error map[string]any `json:"error"`
 				}
-				if err := json.Unmarshal(raw, &body); err != nil || body.Error["message"] != "alpha: simulated HTTP 503" ||
+				if err := json.Unmarshal(raw, &body); err != nil || body.Error["message"] != "simulated HTTP 503 (server alpha)" ||
 					body.Error["type"] == "" || body.Error["code"] != 503.0 {
 					t.Errorf("body = %s; want {error:{message,type,code:503}}", raw)
 				}
@@ -258,7 +258,7 @@ func TestStreamFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			if x.p.provider == "ollama" {
-				if len(events) != 1 || events[0] != `{"error":"alpha: simulated error before the first token"}` {
+				if len(events) != 1 || events[0] != `{"error":"simulated error before the first token (server alpha)"}` {
 					t.Errorf("lines = %q; want one {\"error\":...} line", events)
 				}
 				return
@@ -435,4 +435,55 @@ func TestFaultsNonStream(t *testing.T) {
 			})
 		}
 	}
+}
+
+// The error messages of status and error_event name the server, but not at
+// their start before a colon: a router puts the candidate's name there, and
+// compares the text up to the first colon of two servers' messages to tell
+// a request's fault from a server's. Two servers failing alike still read
+// as two.
+func TestFaultMessagesNameTheServer(t *testing.T) {
+	for _, p := range protos {
+		for _, fault := range []string{"status:500", "error_event"} {
+			t.Run(p.name+"/"+fault, func(t *testing.T) {
+				ctx := testContext(t)
+				heads := map[string]bool{}
+				for _, name := range []string{"qwen3-8b", "llama3.2-3b"} {
+					s := start(t, p.config(name))
+					setFault(t, s, fault)
+					resp := mustPost(ctx, t, client(t), p, s, p.body(p.model, false, false))
+					expectStatus(t, resp, 500)
+					raw, _ := readAll(resp)
+					msg := errorMessage(t, p, raw)
+					head, _, _ := strings.Cut(msg, ":")
+					if !strings.HasPrefix(msg, "simulated ") || !strings.Contains(head, name) {
+						t.Errorf("%s's message %q; want it to start with what happened and name the server before any colon", name, msg)
+					}
+					heads[head] = true
+				}
+				if len(heads) != 2 {
+					t.Errorf("both servers' messages read %v up to their first colon; want them to differ", heads)
+				}
+			})
+		}
+	}
+}
+
+// errorMessage reads the message of an HTTP error body of p.
+func errorMessage(t *testing.T, p proto, raw []byte) string {
+	t.Helper()
+	if p.provider == "ollama" {
+		var body struct {
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &body); err != nil {
+			t.Fatalf("error body %q: %v", raw, err)
+		}
+		return body.Error
+	}
+	l := decode[oaLine](t, string(raw))
+	if l.Error == nil {
+		t.Fatalf("error body %q has no error", raw)
+	}
+	return l.Error.Message
 }

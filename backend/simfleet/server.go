@@ -465,7 +465,8 @@ type token struct {
 }
 
 // Answer returns the full content the server answers for model: Tokens
-// tokens, the first of which names the server and the model.
+// tokens, the first of which names the server and the model. It ends where
+// a sentence ends.
 func (s *Server) Answer(model string) string { return strings.Join(s.AnswerTokens(model), "") }
 
 // AnswerTokens returns the content tokens of the answer for model, in the
@@ -476,7 +477,7 @@ func (s *Server) AnswerTokens(model string) []string {
 
 // Thinking returns the thinking text the server streams before the answer
 // when asked to reason, or "" when model is not a thinking model of the
-// server.
+// server. It ends where a sentence ends.
 func (s *Server) Thinking(model string) string { return strings.Join(s.thinkingTokens(model), "") }
 
 func (s *Server) thinkingTokens(model string) []string {
@@ -486,6 +487,7 @@ func (s *Server) thinkingTokens(model string) []string {
 	return script(fmt.Sprintf("%s thinking (%s):", s.cfg.Name, model), thinkingText, max(1, s.cfg.Tokens/2))
 }
 
+// The texts of answers and thoughts: sentences, each ending in a full stop.
 const (
 	answerText = "Switchyard sent your request my way, and I am glad to help. " +
 		"Here is a short and friendly answer, streamed one token at a time, " +
@@ -495,7 +497,9 @@ const (
 )
 
 // script returns n tokens: lead, then the words of text, each with its
-// leading space, from the start again when text runs out.
+// leading space, from the start again when text runs out. The last token
+// runs on to the end of its sentence, so that a script of any length ends
+// where a sentence does.
 func script(lead, text string, n int) []string {
 	if n <= 0 {
 		return nil
@@ -503,8 +507,13 @@ func script(lead, text string, n int) []string {
 	words := strings.Fields(text)
 	toks := make([]string, 1, n)
 	toks[0] = lead
-	for i := 0; len(toks) < n; i++ {
+	i := 0
+	for ; len(toks) < n; i++ {
 		toks = append(toks, " "+words[i%len(words)])
+	}
+	last := &toks[n-1]
+	for ; !strings.HasSuffix(*last, "."); i++ {
+		*last += " " + words[i%len(words)]
 	}
 	return toks
 }

@@ -247,3 +247,32 @@ func TestRequestErrors(t *testing.T) {
 		})
 	}
 }
+
+// An answer and its thinking end where a sentence ends, whatever the
+// number of tokens, and have exactly the tokens the server is told to send.
+func TestAnswersEndSentences(t *testing.T) {
+	for n := 1; n <= 80; n++ {
+		cfg, err := protos[0].config("alpha").withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Tokens = n
+		s := &Server{cfg: cfg} // AnswerTokens and Thinking read only the config
+		model := protos[0].model
+		toks := s.AnswerTokens(model)
+		if len(toks) != n {
+			t.Errorf("Tokens %d: %d answer tokens", n, len(toks))
+		}
+		if answer := s.Answer(model); !strings.HasPrefix(answer, "alpha here ("+model+"):") || !strings.HasSuffix(answer, ".") {
+			t.Errorf("Tokens %d: answer %q does not name the server or end a sentence", n, answer)
+		}
+		if thinking := s.Thinking(model); !strings.HasSuffix(thinking, ".") || len(s.thinkingTokens(model)) != max(1, n/2) {
+			t.Errorf("Tokens %d: thinking %q does not end a sentence, or has not %d tokens", n, thinking, max(1, n/2))
+		}
+	}
+	// The default answer is the whole text, once.
+	cfg, _ := Config{Name: "alpha"}.withDefaults()
+	if got, want := (&Server{cfg: cfg}).Answer(DefaultModelName), "alpha here (sim-model): "+answerText; got != want {
+		t.Errorf("default answer = %q; want %q", got, want)
+	}
+}

@@ -10,7 +10,8 @@ import (
 	"github.com/switchyard/switchyard/backend/fleet"
 )
 
-// discover looks for local model servers (SPEC 6.5) and makes each of
+// discover looks for local model servers (docs/DESIGN.md,
+// "Discovery") and makes each of
 // their models a candidate: Ollama's first (with thinking support from
 // /api/show), then OpenAI-compatible servers'.
 func (s *System) discover(ctx context.Context) []config.Candidate {

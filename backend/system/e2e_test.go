@@ -106,7 +106,7 @@ func (h *harness) ollama(t *testing.T) *ollamaapi.Client {
 // record reads a request's record back from the database file.
 func (h *harness) record(t *testing.T, id string) fleet.RequestRecord {
 	t.Helper()
-	rec, err := h.sys.Store.Request(t.Context(), id)
+	rec, err := h.sys.store.Request(t.Context(), id)
 	if err != nil {
 		t.Fatalf("history has no request %s: %v", id, err)
 	}
@@ -237,7 +237,7 @@ func (h *harness) askOllama(t *testing.T, stream bool) clientResult {
 		r.err = errors.New("stream ended without done:true")
 	}
 	// The Ollama client does not expose headers: find the request in history.
-	recs, herr := h.sys.Store.Requests(t.Context(), history.Filter{Limit: 1})
+	recs, herr := h.sys.store.Requests(t.Context(), history.Filter{Limit: 1})
 	if herr != nil || len(recs) == 0 {
 		t.Fatalf("no request in history: %v", herr)
 	}

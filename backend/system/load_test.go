@@ -281,7 +281,7 @@ func TestThousandStreamsWithFailingPrimaries(t *testing.T) {
 	t.Logf("%d streams answered in %v", streams, time.Since(began).Round(time.Millisecond))
 
 	// What the callers saw: every stream whole, from one server.
-	recs, err := allRequests(t.Context(), sys.Store)
+	recs, err := allRequests(t.Context(), sys.store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestThousandStreamsWithFailingPrimaries(t *testing.T) {
 		if st.Requests != upstreamCalls[c.ID] || st.Completed != st.Requests || st.Cancelled != 0 {
 			t.Errorf("%s: stats %+v; want %d requests (its attempts in history), all completed", c.ID, st, upstreamCalls[c.ID])
 		}
-		br := sys.Router.Breaker(c.ID).Snapshot()
+		br := sys.router.Breaker(c.ID).Snapshot()
 		if faults[c.ID] == "empty" {
 			// An empty answer that ends normally is nobody's fault
 			// (docs/DESIGN.md, "Whose fault is it"): tried every time,
@@ -381,7 +381,7 @@ func TestThousandStreamsWithFailingPrimaries(t *testing.T) {
 // checkFailover checks the attempts of a request whose first choice was
 // primary and which served served. The router records a skipped_open
 // attempt for every candidate whose breaker was open when it planned the
-// request (SPEC 2.1: every exclusion is recorded), ahead of the attempts it
+// request (every exclusion is recorded: docs/DESIGN.md, "Exclusions"), ahead of the attempts it
 // made, whether or not that candidate would have been reached. So: only a
 // failing candidate may be skipped, and the attempts made are the primary
 // (unless skipped) failing as its fault says and then the server that
@@ -574,7 +574,7 @@ func TestCallersAbortAtRandomMoments(t *testing.T) {
 	var recs map[string]fleet.RequestRecord
 	complete := func() bool {
 		var err error
-		if recs, err = allRequests(t.Context(), sys.Store); err != nil {
+		if recs, err = allRequests(t.Context(), sys.store); err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range seens {
@@ -639,7 +639,7 @@ func TestCallersAbortAtRandomMoments(t *testing.T) {
 			t.Errorf("%s: stats %+v; want every request cancelled, between %d (streams with headers) and %d (its attempts in history)",
 				c.ID, st, committed[c.ID], calls[c.ID])
 		}
-		if br := sys.Router.Breaker(c.ID).Snapshot(); br.State != fleet.BreakerClosed || br.Failures != 0 {
+		if br := sys.router.Breaker(c.ID).Snapshot(); br.State != fleet.BreakerClosed || br.Failures != 0 {
 			t.Errorf("%s: breaker %+v; want closed without failures", c.ID, br)
 		}
 	}

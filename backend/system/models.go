@@ -21,7 +21,7 @@ type learned struct {
 // at the first request. Servers that do not answer keep what was known.
 func (s *System) learnModels(ctx context.Context) {
 	var found []string
-	for _, t := range s.Router.Fleet().Targets {
+	for _, t := range s.router.Fleet().Targets {
 		c := t.Candidate
 		if !c.Enabled || c.Provider != fleet.ProviderOllama {
 			continue
@@ -32,7 +32,7 @@ func (s *System) learnModels(ctx context.Context) {
 		var se *fleet.StatusError
 		switch {
 		case errors.As(err, &se) && se.StatusCode == 404:
-			s.Router.Missing(c.ID, fmt.Sprintf("%s does not serve model %q (%s): check the candidate's model, or pull it", c.URL, c.Model, se.Message))
+			s.router.Missing(c.ID, fmt.Sprintf("%s does not serve model %q (%s): check the candidate's model, or pull it", c.URL, c.Model, se.Message))
 			s.o.Logf("candidate %s: %s has no model %q: check the config or pull the model", c.ID, c.URL, c.Model)
 			continue
 		case err != nil:
@@ -44,12 +44,12 @@ func (s *System) learnModels(ctx context.Context) {
 		found = append(found, c.ID)
 	}
 	for _, id := range found {
-		s.Router.Found(id)
+		s.router.Found(id)
 	}
 	s.mu.Lock()
 	cfg := s.cfg
 	s.mu.Unlock()
-	s.Router.Update(s.routerFleet(cfg))
+	s.router.Update(s.routerFleet(cfg))
 }
 
 // applyLearned puts what servers said about their models into c.
@@ -85,7 +85,7 @@ func (s *System) watchModels(ctx context.Context, interval time.Duration) {
 }
 
 func (s *System) anyMissing() bool {
-	for _, st := range s.Router.States() {
+	for _, st := range s.router.States() {
 		if st.Missing != "" {
 			return true
 		}

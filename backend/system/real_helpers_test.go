@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/realserver"
+	"github.com/switchyard/switchyard/backend/schema"
 )
 
 // This file holds what the tests against real model servers share
@@ -256,7 +257,7 @@ func (s *realSwitchyard) record(t *testing.T, a realAnswer) fleet.RequestRecord 
 	if id == "" {
 		t.Fatalf("answer %d without a request id: %s", a.status, a.body)
 	}
-	rec, err := s.Store.Request(t.Context(), id)
+	rec, err := s.store.Request(t.Context(), id)
 	if err != nil {
 		t.Fatalf("history has no request %s: %v", id, err)
 	}
@@ -274,7 +275,7 @@ func faultsOf(as []fleet.Attempt) []string {
 
 // breakerOf returns a candidate's breaker as the router holds it.
 func (s *realSwitchyard) breakerOf(id string) string {
-	st := s.Router.Breaker(id).Snapshot()
+	st := s.router.Breaker(id).Snapshot()
 	return fmt.Sprintf("%s/%d", st.State, st.Failures)
 }
 
@@ -287,11 +288,11 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // candidateState returns a candidate's state as the status API shows it.
-func (s *realSwitchyard) candidateState(id string) CandidateDoc {
-	for _, c := range s.Status().(StatusDoc).Candidates {
+func (s *realSwitchyard) candidateState(id string) schema.Candidate {
+	for _, c := range s.Status().Candidates {
 		if c.ID == id {
 			return c
 		}
 	}
-	return CandidateDoc{}
+	return schema.Candidate{}
 }

@@ -204,7 +204,7 @@ func TestRealBreakerRecovers(t *testing.T) {
 	}
 	var moves []string
 	eventually(t, 5*time.Second, "the breaker's moves are in history", func() bool {
-		evs, err := sy.Store.BreakerEvents(t.Context(), 100)
+		evs, err := sy.store.BreakerEvents(t.Context(), 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +274,7 @@ func TestRealQueueingIsNotAFailure(t *testing.T) {
 		if got := sy.breakerOf(id); got != "closed/0" {
 			t.Errorf("%s's breaker = %s; want closed without failures", id, got)
 		}
-		if st := sy.Learner.Stats(id); st.P99 > time.Second {
+		if st := sy.learner.Stats(id); st.P99 > time.Second {
 			t.Errorf("%s learned a p99 TTFT of %v: a queued wait was taken for a sample", id, st.P99)
 		}
 	}
@@ -430,9 +430,9 @@ func TestRealCPUOnlyFleetKeepsItsOrder(t *testing.T) {
 	})
 	sy := startReal(t, quietSelection, ollamaCand("first", oll, "tiny", ""), ollamaCand("second", oll, "think", ""))
 	chat(t, sy.url, "/api/chat", ollamaBody("first", false, `,"options":{"num_predict":4}`))
-	first := sy.Router.Fleet().Targets[0].Candidate
+	first := sy.router.Fleet().Targets[0].Candidate
 	eventually(t, 10*time.Second, "the poll sees the model resident", func() bool {
-		resident, known, _ := sy.Poller.Residency(first)
+		resident, known, _ := sy.poller.Residency(first)
 		return resident && known
 	})
 	if st := sy.candidateState("first"); st.Demoted {

@@ -1,7 +1,9 @@
 // Package system is the composition root: it loads the config (or the
 // embedded default), opens the history, builds the adapters, the router and
-// the API, watches the config file, and runs and stops them all. Only main
-// and app.go import it.
+// the API, watches the config file, and runs and stops them all. Only the
+// top imports it: the binary (main.go, app.go), and the experiment and
+// benchmark, which run a real Switchyard; backend/deps_test.go holds it to
+// that. It offers narrow methods and no mutable fields.
 package system
 
 import (
@@ -24,21 +26,21 @@ import (
 	"github.com/switchyard/switchyard/backend/history"
 	"github.com/switchyard/switchyard/backend/httpapi"
 	"github.com/switchyard/switchyard/backend/metrics"
+	"github.com/switchyard/switchyard/backend/pressure"
 	"github.com/switchyard/switchyard/backend/router"
 	"github.com/switchyard/switchyard/backend/simfleet"
 	"github.com/switchyard/switchyard/backend/upstream"
 	"github.com/switchyard/switchyard/backend/upstream/ollama"
 	"github.com/switchyard/switchyard/backend/upstream/openai"
+	"github.com/switchyard/switchyard/backend/upstream/report"
 )
-
-// Version is Switchyard's version.
-const Version = "0.1.0"
 
 // Options say how to run. Main fills them from the command line and the
 // environment; nothing below reads the environment itself.
 type Options struct {
 	// ConfigPath is the config file; empty means the default path under
-	// ConfigHome. A missing file means the embedded default (SPEC 6.5).
+	// ConfigHome. A missing file means the embedded default (docs/DESIGN.md,
+	// "Embedded default and demo fleet").
 	ConfigPath string
 	// ConfigHome and DataHome are $XDG_CONFIG_HOME and $XDG_DATA_HOME (or
 	// their fallbacks under the home directory).
@@ -66,6 +68,9 @@ type Options struct {
 	// PollInterval is how often each server is asked what it reports
 	// about itself (resident models, slots, queue, loading). Default 5s.
 	PollInterval time.Duration
+	// Version is Switchyard's version, as the status reports it (main
+	// reads it from wails.json). Default "dev".
+	Version string
 }
 
 // Source says where the candidates in force came from.
@@ -83,17 +88,18 @@ type System struct {
 	pool     *upstream.Pool
 	ollama   *ollama.Backend
 	openai   *openai.Backend
-	Router   *router.Router
-	Store    *history.Store
-	Hub      *httpapi.Hub
-	Metrics  *metrics.Metrics
-	Learner  *deadline.Learner
-	Sampler  *gpu.Sampler
-	Poller   *gpu.Poller
-	Monitor  *gpu.Monitor
+	router   *router.Router
+	store    *history.Store
+	hub      *httpapi.Hub
+	metrics  *metrics.Metrics
+	learner  *deadline.Learner
+	sampler  *gpu.Sampler
+	poller   *report.Poller
+	monitor  *pressure.Monitor
 	nvml     *gpu.NVML
-	API      *httpapi.Server
+	api      *httpapi.Server
 	demo     *simfleet.Fleet
+	demoGPUs *simfleet.GPUs // the demo machine's simulated GPUs, nil out of demo mode
 	ln       net.Listener
 	httpSrv  *http.Server
 	baseStop context.CancelFunc
@@ -123,13 +129,16 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	if o.ShutdownGrace <= 0 {
 		o.ShutdownGrace = 10 * time.Second
 	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
 	if o.DiscoverOllama == nil {
 		o.DiscoverOllama = []string{"http://127.0.0.1:11434"}
 	}
 	if o.DiscoverOpenAI == nil {
 		o.DiscoverOpenAI = []string{"http://127.0.0.1:8000/v1", "http://127.0.0.1:8080/v1"}
 	}
-	s := &System{o: o, pool: upstream.NewPool(upstream.Settings{}), Hub: httpapi.NewHub(), Metrics: metrics.New(),
+	s := &System{o: o, pool: upstream.NewPool(upstream.Settings{}), hub: httpapi.NewHub(), metrics: metrics.New(),
 		watchReady: make(chan struct{}), learned: make(map[string]learned), relearn: make(chan struct{}, 1)}
 	s.ollama = ollama.New(s.pool)
 	s.openai = openai.New(s.pool)
@@ -160,32 +169,42 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	if dbPath == "" {
 		dbPath = filepath.Join(o.DataHome, "switchyard", "history.db")
 	}
-	s.Store, err = history.Open(dbPath, history.Options{Retention: cfg.History.Retention, Logf: o.Logf})
+	s.store, err = history.Open(dbPath, history.Options{Retention: cfg.History.Retention, Logf: o.Logf})
 	if err != nil {
 		return nil, err
 	}
-	s.Metrics.WatchHistory(func() metrics.HistoryHealth {
-		h := s.Store.Health()
+	s.metrics.WatchHistory(func() metrics.HistoryHealth {
+		h := s.store.Health()
 		return metrics.HistoryHealth{Writable: h.Err == nil, Pending: h.Pending, WriteErrors: h.WriteErrors, Lost: h.Lost}
 	})
 
 	// GPU and host readings, and the endpoints' own pressure reports, are
 	// sampled off the request path; the router only reads the cache.
-	s.nvml = gpu.OpenNVML()
-	s.Sampler = &gpu.Sampler{GPU: s.nvml, Logf: o.Logf, OnSample: s.published}
-	s.Poller = gpu.NewPoller(s.pool, gpu.PollerSettings{Interval: o.PollInterval})
-	s.Poller.Update(cfg.Candidates(o.Getenv))
-	s.Monitor = gpu.NewMonitor(policy(cfg), gpu.Sources{Sampler: s.Sampler, Poller: s.Poller, Size: s.modelSize})
-	s.Learner = deadline.New(deadline.Settings{
+	var gpus gpu.Reader
+	if s.demo != nil {
+		// The demo machine's GPUs are simulated, one per server: the GPU
+		// panel and demotion show without an NVIDIA card, and a real
+		// card's readings never demote a simulated server.
+		s.demoGPUs = simfleet.NewGPUs(len(s.demo.Candidates()))
+		gpus = s.demoGPUs
+	} else {
+		s.nvml = gpu.OpenNVML()
+		gpus = s.nvml
+	}
+	s.sampler = &gpu.Sampler{GPU: gpus, Logf: o.Logf, OnSample: s.published}
+	s.poller = report.NewPoller(s.pool, report.PollerSettings{Interval: o.PollInterval})
+	s.poller.Update(cfg.Candidates(o.Getenv))
+	s.monitor = pressure.NewMonitor(policy(cfg), pressure.Sources{GPU: s.sampler.Latest, Reports: s.poller, Size: s.modelSize})
+	s.learner = deadline.New(deadline.Settings{
 		Multiplier: cfg.Selection.TTFTMultiplier, Floor: cfg.Selection.DeadlineFloor, MinSamples: cfg.Selection.MinSamples,
-		LoadTime: s.loadTime, Resident: s.Poller.Residency,
+		LoadTime: s.loadTime, Resident: s.poller.Residency,
 	})
-	s.Router = router.New(s.routerFleet(cfg), router.Deps{
-		Recorder:  httpapi.StatusRecorder{Next: s.Store},
-		Observer:  observers{s.Hub, s.Metrics, breakerRecorder{s.Store}},
-		Deadlines: s.Learner,
-		Pressure:  s.Monitor,
-		Capacity:  s.Poller,
+	s.router = router.New(s.routerFleet(cfg), router.Deps{
+		Recorder:  httpapi.StatusRecorder{Next: s.store},
+		Observer:  observers{s.hub, s.metrics, breakerRecorder{s.store}},
+		Deadlines: s.learner,
+		Pressure:  s.monitor,
+		Capacity:  s.monitor,
 	})
 	s.restore(ctx)
 	s.publishCandidates()
@@ -194,13 +213,13 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	s.API = httpapi.New(httpapi.Options{
-		Router: s.Router, History: s.Store, Hub: s.Hub, Demo: s.demoControl(), Metrics: s.Metrics.Handler(), UI: o.UI,
-		Status: s.Status, Config: s.ConfigDoc,
+	s.api = httpapi.New(httpapi.Options{
+		Router: s.router, History: s.store, Hub: s.hub, Demo: s.demoControl(), Metrics: s.metrics.Handler(), UI: o.UI,
+		Status: s.Status, Config: s.Config,
 		Listen: s.ln.Addr().String(), APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit,
-		Version: Version,
+		Version: o.Version,
 	})
-	s.httpSrv = s.API.HTTPServer()
+	s.httpSrv = s.api.HTTPServer()
 	base, stop := context.WithCancel(context.Background())
 	s.baseStop = stop
 	s.httpSrv.BaseContext = func(net.Listener) context.Context { return base }
@@ -247,10 +266,17 @@ func (s *System) loadConfig(ctx context.Context) error {
 			}
 		}
 		s.source = SourceDiscovered
-		s.cfgText = render(s.cfg)
+		s.cfgText = generatedConfig(s.cfg)
 	}
 	return nil
 }
+
+// The demo fleet's first-token ceiling, and the samples after which its
+// deadlines are learned.
+const (
+	DemoFirstTokenTimeout = 8 * time.Second
+	DemoMinSamples        = 5
+)
 
 func (s *System) startDemo() error {
 	f, err := simfleet.StartDemo()
@@ -259,20 +285,24 @@ func (s *System) startDemo() error {
 	}
 	s.demo = f
 	s.cfg.Chat = demoChat(f)
+	// Deadlines that make a stall visible in seconds, as a learned one
+	// would, rather than the minute a real fleet allows an unknown model.
+	s.cfg.Selection.FirstTokenTimeout = DemoFirstTokenTimeout
+	s.cfg.Selection.MinSamples = DemoMinSamples
 	s.source = SourceDemo
-	s.cfgText = render(s.cfg)
+	s.cfgText = generatedConfig(s.cfg)
 	return nil
 }
 
-// demoChat makes the demo fleet's servers the candidates. They use no
-// real GPU (gpus: []), so a real GPU's readings never demote them; the
-// demo's "vram_pressure" fault simulates one.
+// demoChat makes the demo fleet's servers the candidates, each on a
+// simulated GPU of its own (see simfleet.GPUs): the demo's vram_pressure
+// fault fills it.
 func demoChat(f *simfleet.Fleet) config.Chat {
 	var chat config.Chat
-	for _, c := range f.Candidates() {
+	for i, c := range f.Candidates() {
 		chat.Candidates = append(chat.Candidates, config.Candidate{
 			ID: c.ID, Provider: c.Provider, URL: c.URL, Model: c.Model, Priority: c.Priority,
-			Enabled: true, SupportsThinking: c.SupportsThinking, GPUs: []int{}, Parallel: c.Slots,
+			Enabled: true, SupportsThinking: c.SupportsThinking, GPUs: []int{i}, Parallel: c.Slots,
 		})
 		if chat.DefaultModel == "" {
 			chat.DefaultModel = c.ID
@@ -310,71 +340,65 @@ func (s *System) backend(p fleet.Provider) fleet.Backend {
 	return s.openai
 }
 
-func policy(cfg config.Config) gpu.Policy {
-	return gpu.Policy{FreeBelow: cfg.GPU.DemoteFreeBelow, UsedRatio: cfg.GPU.DemoteUsedRatio}
+func policy(cfg config.Config) pressure.Policy {
+	return pressure.Policy{FreeBelow: cfg.GPU.DemoteFreeBelow, UsedRatio: cfg.GPU.DemoteUsedRatio}
 }
 
 // published spreads a GPU and host sample: metrics and the events stream.
 func (s *System) published(smp gpu.Sample) {
 	for _, d := range smp.GPU.Devices {
-		s.Metrics.SetGPU(d.Index, d.Used, d.Total)
+		s.metrics.SetGPU(d.Index, d.Used, d.Total)
 	}
-	s.Hub.Observe(fleet.Event{Type: fleet.EventGPUSample, At: smp.At, Data: smp})
+	s.hub.PublishGPU(smp)
+}
+
+// candidateConfig is the config of the candidate with c's id.
+func (s *System) candidateConfig(c fleet.Candidate) config.Candidate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cc := range s.cfg.Chat.Candidates {
+		if cc.ID == c.ID {
+			return cc
+		}
+	}
+	return config.Candidate{}
 }
 
 // modelSize is a candidate's configured model size, zero when unknown.
-func (s *System) modelSize(c fleet.Candidate) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, cc := range s.cfg.Chat.Candidates {
-		if cc.ID == c.ID {
-			return cc.Size
-		}
-	}
-	return 0
-}
+func (s *System) modelSize(c fleet.Candidate) uint64 { return s.candidateConfig(c).Size }
 
-// loadTime is a candidate's configured load time.
-func (s *System) loadTime(c fleet.Candidate) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, cc := range s.cfg.Chat.Candidates {
-		if cc.ID == c.ID {
-			return cc.LoadTime
-		}
-	}
-	return 0
-}
+// loadTime is a candidate's configured load time, zero when unknown.
+func (s *System) loadTime(c fleet.Candidate) time.Duration { return s.candidateConfig(c).LoadTime }
 
 // restore rebuilds breaker states and learned TTFTs from history.
 func (s *System) restore(ctx context.Context) {
-	last, err := s.Store.LastBreakerStates(ctx)
+	last, err := s.store.LastBreakerStates(ctx)
 	if err != nil {
 		s.o.Logf("restore breaker states: %v", err)
 	}
-	for _, t := range s.Router.Fleet().Targets {
+	for _, t := range s.router.Fleet().Targets {
 		id := t.Candidate.ID
 		if ch, ok := last[id]; ok {
-			s.Router.Breaker(id).Restore(ch)
+			s.router.Breaker(id).Restore(ch)
 		}
-		ttfts, err := s.Store.WarmTTFTs(ctx, id, 200)
+		ttfts, err := s.store.WarmTTFTs(ctx, id, 200)
 		if err != nil {
 			s.o.Logf("learn TTFT of %s: %v", id, err)
 			continue
 		}
-		s.Learner.Seed(id, ttfts)
+		s.learner.Seed(id, ttfts)
 	}
 }
 
 func (s *System) publishCandidates() {
-	fl := s.Router.Fleet()
+	fl := s.router.Fleet()
 	names := []string{router.AliasAuto}
 	var ids []string
 	for _, t := range fl.Targets {
 		names = append(names, t.Candidate.ID, t.Candidate.Model)
 		ids = append(ids, t.Candidate.ID)
 	}
-	s.Metrics.SetCandidates(names, ids)
+	s.metrics.SetCandidates(names, ids)
 }
 
 // bound is the address the listener was asked for: --addr, else the
@@ -387,6 +411,17 @@ func (s *System) bound() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cfg.Listen
+}
+
+// generatedConfig is the YAML of a config that came from discovery or the
+// demo rather than a file: every key, as a user would write it.
+func generatedConfig(cfg config.Config) string {
+	return "# generated: no config file was found\n" + config.Render(cfg)
+}
+
+// Requests reads the history, as GET /switchyard/v1/requests does.
+func (s *System) Requests(ctx context.Context, f history.Filter) ([]fleet.RequestRecord, error) {
+	return s.store.Requests(ctx, f)
 }
 
 // Addr is the address the API listens on.
@@ -431,8 +466,8 @@ func (s *System) Run(ctx context.Context) error {
 		}
 	}()
 	var samplers sync.WaitGroup
-	samplers.Go(func() { s.Sampler.Run(watchCtx) })
-	samplers.Go(func() { s.Poller.Run(watchCtx) })
+	samplers.Go(func() { s.sampler.Run(watchCtx) })
+	samplers.Go(func() { s.poller.Run(watchCtx) })
 	samplers.Go(func() { s.watchModels(watchCtx, time.Minute) })
 	served := make(chan error, 1)
 	go func() { served <- s.httpSrv.Serve(s.ln) }()
@@ -455,7 +490,7 @@ func (s *System) Run(ctx context.Context) error {
 func (s *System) shutdown() error {
 	grace, cancel := context.WithTimeout(context.Background(), s.o.ShutdownGrace)
 	defer cancel()
-	s.API.BeginShutdown()
+	s.api.BeginShutdown()
 	err := s.httpSrv.Shutdown(grace)
 	if errors.Is(err, context.DeadlineExceeded) {
 		// Streams still running: cancelling their context ends each with
@@ -481,8 +516,8 @@ func (s *System) Close() error {
 	if s.ln != nil {
 		s.ln.Close()
 	}
-	if s.Store != nil {
-		err = s.Store.Close()
+	if s.store != nil {
+		err = s.store.Close()
 	}
 	if s.demo != nil {
 		s.demo.Close()
@@ -538,17 +573,17 @@ func (s *System) apply(cfg config.Config) error {
 		s.source = SourceFile
 	}
 	s.mu.Unlock()
-	s.API.SetSecurity(httpapi.Security{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit})
-	s.Router.Update(s.routerFleet(cfg))
-	s.Poller.Update(cfg.Candidates(s.o.Getenv))
-	s.Monitor.SetPolicy(policy(cfg))
+	s.api.SetSecurity(httpapi.Security{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit})
+	s.router.Update(s.routerFleet(cfg))
+	s.poller.Update(cfg.Candidates(s.o.Getenv))
+	s.monitor.SetPolicy(policy(cfg))
 	s.publishCandidates()
 	select {
 	case s.relearn <- struct{}{}:
 	default: // a relearn is already due
 	}
 	s.o.Logf("config %s applied", s.cfgPath)
-	s.Hub.Observe(fleet.Event{Type: fleet.EventConfig, At: time.Now(), Data: map[string]any{"ok": true}})
+	s.hub.PublishConfig(nil)
 	return nil
 }
 
@@ -558,7 +593,7 @@ func (s *System) reject(err error) {
 	s.rejected, s.rejectedAt = err, time.Now()
 	s.mu.Unlock()
 	s.o.Logf("config %s rejected, the previous config stays in force: %v", s.cfgPath, err)
-	s.Hub.Observe(fleet.Event{Type: fleet.EventConfig, At: time.Now(), Data: map[string]any{"ok": false, "error": err.Error()}})
+	s.hub.PublishConfig(err)
 }
 
 // observers fans events out; each must not block.

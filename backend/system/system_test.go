@@ -21,6 +21,7 @@ import (
 
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/history"
+	"github.com/switchyard/switchyard/backend/schema"
 	"github.com/switchyard/switchyard/backend/simfleet"
 )
 
@@ -40,28 +41,17 @@ func TestInvalidConfigAtStart(t *testing.T) {
 func TestConfigReload(t *testing.T) {
 	h := start(t, "")
 	cfgPath := h.sys.cfgPath
-	applied := make(chan fleet.Event, 8)
-	events, stop := h.sys.Hub.Subscribe()
-	defer stop()
-	go func() {
-		for e := range events {
-			if e.Type == fleet.EventConfig {
-				applied <- e
-			}
-		}
-	}()
+	events := subscribe(t, h.sys.URL())
 	// Open fast-1's breaker so we can see that it survives a reload.
-	tk, _ := h.sys.Router.Breaker("fast-1").Allow()
-	h.sys.Router.Breaker("fast-1").Done(tk, 1, "test") // breaker.Failure
+	tk, _ := h.sys.router.Breaker("fast-1").Allow()
+	h.sys.router.Breaker("fast-1").Done(tk, 1, "test") // breaker.Failure
 	waitConfig := func() map[string]any {
 		t.Helper()
-		select {
-		case e := <-applied:
-			return e.Data.(map[string]any)
-		case <-time.After(10 * time.Second):
-			t.Fatal("no config event within 10s")
-			return nil
+		var d map[string]any
+		if err := json.Unmarshal(events.next(t, schema.EventConfig), &d); err != nil {
+			t.Fatal(err)
 		}
+		return d
 	}
 
 	<-h.sys.WatchReady()
@@ -71,11 +61,11 @@ func TestConfigReload(t *testing.T) {
 	if d := waitConfig(); d["ok"] != false || !strings.Contains(fmt.Sprint(d["error"]), "selection.failure_threshold") {
 		t.Fatalf("invalid edit: event %v; want rejected naming the key", d)
 	}
-	doc := h.sys.ConfigDoc().(map[string]any)
-	if !strings.Contains(fmt.Sprint(doc["error"]), "failure_threshold") || !strings.Contains(fmt.Sprint(doc["yaml"]), "failure_threshold: 100") {
+	doc := h.sys.Config()
+	if !strings.Contains(doc.Error, "failure_threshold") || !strings.Contains(doc.YAML, "failure_threshold: 100") {
 		t.Errorf("config doc after a rejected edit = %v", doc)
 	}
-	if got := h.sys.Router.Fleet().Settings.Breaker.FailureThreshold; got != 100 {
+	if got := h.sys.router.Fleet().Settings.Breaker.FailureThreshold; got != 100 {
 		t.Errorf("threshold in force = %d; want the old 100", got)
 	}
 
@@ -85,10 +75,10 @@ func TestConfigReload(t *testing.T) {
 	if d := waitConfig(); d["ok"] != true {
 		t.Fatalf("valid edit: event %v", d)
 	}
-	if got := h.sys.Router.Fleet().DefaultModel; got != "fast-2" {
+	if got := h.sys.router.Fleet().DefaultModel; got != "fast-2" {
 		t.Errorf("default model = %s; want fast-2", got)
 	}
-	if f := h.sys.Router.Breaker("fast-1").Snapshot().Failures; f != 1 {
+	if f := h.sys.router.Breaker("fast-1").Snapshot().Failures; f != 1 {
 		t.Errorf("fast-1 breaker failures = %d after reload; want 1 kept", f)
 	}
 	r := h.askOpenAI(t, true)
@@ -122,14 +112,19 @@ func TestDemoModeAndStatus(t *testing.T) {
 	go func() { done <- sys.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	var st StatusDoc
+	var st schema.Status
 	getJSON(t, sys.URL()+"/switchyard/v1/status", &st)
-	if !st.Demo || len(st.Candidates) != 4 || st.Config.Source != SourceDemo || st.GPU.Message == "" {
+	if !st.Demo || len(st.Candidates) != 4 || st.Config.Source != string(SourceDemo) {
 		t.Fatalf("status = %+v", st)
+	}
+	// The demo machine has one simulated GPU per server, said to be
+	// simulated, so the GPU panel shows without an NVIDIA card.
+	if !st.GPU.Available || !st.GPU.Simulated || len(st.GPU.Devices) != 4 {
+		t.Errorf("status gpu = %+v; want four simulated GPUs", st.GPU)
 	}
 	var demo struct {
 		Servers []struct{ Candidate, Fault string }
-		Faults  []string
+		Faults  []struct{ Name, Label string }
 	}
 	getJSON(t, sys.URL()+"/switchyard/v1/demo", &demo)
 	if len(demo.Servers) != 4 || len(demo.Faults) < 10 {
@@ -267,17 +262,17 @@ func TestKill9UnderLoad(t *testing.T) {
 	defer sys.Close()
 	missing := 0
 	for _, id := range answered {
-		if _, err := sys.Store.Request(t.Context(), id); err != nil {
+		if _, err := sys.store.Request(t.Context(), id); err != nil {
 			missing++
 		}
 	}
 	if missing > 0 {
 		t.Errorf("%d of %d fully answered requests missing from history after kill -9", missing, len(answered))
 	}
-	if st := sys.Router.Breaker("fast-1").Snapshot().State; st != fleet.BreakerOpen {
+	if st := sys.router.Breaker("fast-1").Snapshot().State; st != fleet.BreakerOpen {
 		t.Errorf("fast-1 breaker after restart = %s; want open again (it was failing when the server died)", st)
 	}
-	if st := sys.Router.Breaker("fast-2").Snapshot().State; st != fleet.BreakerClosed {
+	if st := sys.router.Breaker("fast-2").Snapshot().State; st != fleet.BreakerClosed {
 		t.Errorf("fast-2 breaker after restart = %s; want closed", st)
 	}
 	t.Logf("%d answers before kill -9, all recorded", len(answered))
@@ -310,12 +305,11 @@ func TestVRAMPressureDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, unsubscribe := sys.Hub.Subscribe()
-	defer unsubscribe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sys.Run(ctx) }()
 	defer func() { cancel(); <-done }()
+	events := subscribe(t, sys.URL())
 
 	post := func(fault string) {
 		resp, err := http.Post(sys.URL()+"/switchyard/v1/demo/fault", "application/json",
@@ -336,8 +330,8 @@ func TestVRAMPressureDemo(t *testing.T) {
 		return resp.Header.Get("X-Switchyard-Served-Model"), resp.Header.Get("X-Switchyard-Request-Id")
 	}
 
-	post(FaultVRAMPressure)
-	var st StatusDoc
+	post(simfleet.VRAMPressure)
+	var st schema.Status
 	getJSON(t, sys.URL()+"/switchyard/v1/status", &st)
 	if c := st.Candidates[0]; c.ID != "qwen3-8b" || !c.Demoted || c.Pressure == nil || !strings.Contains(c.Pressure.Reason, "free") {
 		t.Fatalf("status of qwen3-8b under pressure = %+v", c)
@@ -346,7 +340,7 @@ func TestVRAMPressureDemo(t *testing.T) {
 	if served != "llama3.2-3b" {
 		t.Errorf("under pressure served by %s; want llama3.2-3b (qwen3-8b demoted)", served)
 	}
-	rec, err := sys.Store.Request(t.Context(), id)
+	rec, err := sys.store.Request(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,16 +359,71 @@ func TestVRAMPressureDemo(t *testing.T) {
 		t.Errorf("after recovery served by %s; want qwen3-8b again", served)
 	}
 
-	// The sampler publishes GPU and host samples on the events stream.
+	// The sampler publishes GPU and host samples on the events stream: the
+	// demo's simulated GPUs, said to be simulated.
+	var g schema.GPUEvent
+	if err := json.Unmarshal(events.next(t, schema.EventGPU), &g); err != nil {
+		t.Fatal(err)
+	}
+	if !g.GPU.Simulated || len(g.GPU.Devices) == 0 {
+		t.Errorf("gpu event = %+v; want the demo's simulated GPUs", g.GPU)
+	}
+}
+
+// sseEvents are the events of a GET /switchyard/v1/events, read by a
+// goroutine of their own until the test ends.
+type sseEvents struct{ c chan sseEvent }
+
+type sseEvent struct {
+	typ  string
+	data []byte
+}
+
+// subscribe opens the events stream of the Switchyard at base.
+func subscribe(t *testing.T, base string) sseEvents {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/switchyard/v1/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := sseEvents{c: make(chan sseEvent, 1024)}
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+		var typ string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				typ = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				select {
+				case ev.c <- sseEvent{typ, []byte(strings.TrimPrefix(line, "data: "))}:
+				default: // the test reads only some types
+				}
+			}
+		}
+	}()
+	return ev
+}
+
+// next returns the data of the next event of type typ, within 10s.
+func (e sseEvents) next(t *testing.T, typ schema.EventType) []byte {
+	t.Helper()
 	guard := time.After(10 * time.Second)
 	for {
 		select {
-		case e := <-events:
-			if e.Type == fleet.EventGPUSample {
-				return
+		case ev := <-e.c:
+			if ev.typ == string(typ) {
+				return ev.data
 			}
 		case <-guard:
-			t.Fatal("no GPU sample event within 10s")
+			t.Fatalf("no %s event within 10s", typ)
+			return nil
 		}
 	}
 }
@@ -424,7 +473,7 @@ func TestManyStreamsToOneHealthyServer(t *testing.T) {
 	if served["slow"] != streams {
 		t.Errorf("served = %v; want all %d by the healthy primary", served, streams)
 	}
-	if st := sys.Router.Breaker("slow").Snapshot(); st.State != fleet.BreakerClosed || st.Failures != 0 {
+	if st := sys.router.Breaker("slow").Snapshot(); st.State != fleet.BreakerClosed || st.Failures != 0 {
 		t.Errorf("healthy primary's breaker = %+v; want closed with no failures", st)
 	}
 }
@@ -491,7 +540,8 @@ func tail(s string, n int) string {
 	return s
 }
 
-// TestEmbeddedDefaultDiscovers checks SPEC 6.5: with no config file the
+// TestEmbeddedDefaultDiscovers checks discovery (docs/DESIGN.md,
+// "Discovery"): with no config file the
 // local Ollama and OpenAI-compatible servers' models become candidates
 // (thinking support from Ollama's /api/show), and the demo fleet starts
 // only when none answers.
@@ -517,7 +567,7 @@ func TestEmbeddedDefaultDiscovers(t *testing.T) {
 	if sys.Source() != SourceDiscovered || sys.Demo() != nil {
 		t.Fatalf("source = %s, demo %v; want discovered", sys.Source(), sys.Demo() != nil)
 	}
-	fl := sys.Router.Fleet()
+	fl := sys.router.Fleet()
 	var got []string
 	for _, tg := range fl.Targets {
 		got = append(got, fmt.Sprintf("%s/%s/%v", tg.Candidate.ID, tg.Candidate.Model, tg.Candidate.SupportsThinking))
@@ -525,7 +575,7 @@ func TestEmbeddedDefaultDiscovers(t *testing.T) {
 	if len(got) != 3 || fl.DefaultModel == "" || fl.DeepThinkingModel != "qwen3-8b" {
 		t.Errorf("discovered %v default %q deep %q", got, fl.DefaultModel, fl.DeepThinkingModel)
 	}
-	if !strings.Contains(fmt.Sprint(sys.ConfigDoc()), "generated: no config file was found") {
+	if !strings.Contains(sys.Config().YAML, "generated: no config file was found") {
 		t.Error("the config doc does not say it was generated")
 	}
 

@@ -157,6 +157,14 @@ func StatusError(resp *http.Response, busyHint func(msg string) bool) *fleet.Sta
 	return se
 }
 
+// OllamaBusy reports whether an error message is Ollama's answer when its
+// request queue is full (server/sched.go ErrMaxQueue, a 503 on /api and
+// /v1): "server busy, please try again.  maximum pending requests
+// exceeded".
+func OllamaBusy(msg string) bool {
+	return strings.Contains(msg, "server busy") || strings.Contains(msg, "maximum pending requests")
+}
+
 // modelOutput matches llama.cpp's report that the model's output did not
 // parse: "The model produced output that does not match the expected
 // peg-native format" (as an HTTP 500, or an error event mid-stream).

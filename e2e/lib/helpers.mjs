@@ -123,10 +123,14 @@ const THINKING_TEXT =
   'The user would like a short, friendly answer. ' + 'I will keep it clear and kind, and say who I am first.';
 export const ANSWER_TOKENS = 24; // simfleet.DefaultTokens
 
+// n tokens: lead, then the words of text; the last token runs on to the
+// end of its sentence, so an answer of any length ends where a sentence does.
 function script(lead, text, n) {
   const words = text.split(/\s+/).filter(Boolean);
   const toks = [lead];
-  for (let i = 0; toks.length < n; i++) toks.push(` ${words[i % words.length]}`);
+  let i = 0;
+  for (; toks.length < n; i++) toks.push(` ${words[i % words.length]}`);
+  while (!toks[n - 1].endsWith('.')) toks[n - 1] += ` ${words[i++ % words.length]}`;
   return toks.join('');
 }
 

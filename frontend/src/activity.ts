@@ -63,7 +63,7 @@ export function describeEvent(e: LiveEvent, key: number, at: number): ActivityIt
       };
     }
     case 'config': {
-      const c = e.data.data;
+      const c = e.data;
       return c.ok
         ? { key, at, tone: 'ok', text: 'config reloaded' }
         : { key, at, tone: 'bad', text: `config edit rejected: ${c.error}` };

@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { describeEvent } from './activity';
 import { failoverSummary, firstTokenTime } from './chat/failover';
 import { modelOptions } from './chat/models';
-import { faultLabel, presets } from './demo/faults';
 import { failoverColumns, ttftColumns } from './history/chartData';
 import { NO_FILTERS, matches, mergeNewest, toQuery } from './history/filters';
 import { parseRoute, routeHash } from './route';
@@ -13,6 +12,7 @@ function att(p: Partial<Attempt>): Attempt {
     order: 0,
     candidate: 'a',
     outcome: 'success',
+    fault: '',
     error: '',
     http_status: 0,
     started_at: '',
@@ -40,6 +40,7 @@ function req(p: Partial<RequestRecord>): RequestRecord {
     status: 'ok',
     http_status: 200,
     error: '',
+    failure: '',
     ttft_ms: 0,
     latency_ms: 0,
     prompt_tokens: 0,
@@ -60,9 +61,13 @@ function cand(id: string, p: Partial<CandidateStatus> = {}): CandidateStatus {
     supports_thinking: true,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '' },
     busy_ms: 0,
+    loading: false,
+    config_error: '',
+    in_flight: 0,
+    slots: 0,
     deadline_ms: 60000,
     cold: false,
-    ttft: null,
+    ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 },
     demoted: false,
     pressure: null,
     ...p,
@@ -194,37 +199,6 @@ describe('activity feed', () => {
     expect(
       describeEvent({ type: 'request_done', data: { request_id: 'abcdefghij', request: req({ id: 'abcdefghij', is_fallback: true, latency_ms: 2100 }) } }, 4, 0),
     ).toMatchObject({ tone: 'warn', text: 'request …efghij ok by llama3-vllm after failover in 2.1 s' });
-  });
-});
-
-describe('demo faults', () => {
-  const demo = {
-    servers: [
-      { candidate: 'qwen3-8b', provider: 'ollama', url: '', fault: 'healthy' },
-      { candidate: 'llama3-vllm', provider: 'openai', url: '', fault: 'slow' },
-    ],
-    faults: ['healthy', 'close_before_first', 'hang_first_token', 'status:503', 'die_after:3', 'vram_pressure', 'slow'],
-  };
-
-  it('offers presets for the primary candidate and a heal-all', () => {
-    const ps = presets({ default_model: 'qwen3-8b', candidates: [] } as unknown as Status, demo);
-    expect(ps.map((p) => p.label)).toEqual([
-      'Crash qwen3-8b before first token',
-      'Stall qwen3-8b before first token',
-      'qwen3-8b answers 503',
-      'qwen3-8b dies mid-stream',
-      'GPU memory pressure on qwen3-8b',
-      'Heal all',
-    ]);
-    expect(ps[0]!.set).toEqual([['qwen3-8b', 'close_before_first']]);
-    expect(ps[5]!.set).toEqual([['llama3-vllm', 'healthy']]);
-  });
-
-  it('labels faults, with arguments', () => {
-    expect(faultLabel('close_before_first')).toBe('Crash before first token');
-    expect(faultLabel('die_after:7')).toBe('Die after 7 tokens');
-    expect(faultLabel('status:429')).toBe('Answer HTTP 429');
-    expect(faultLabel('new_thing')).toBe('new thing');
   });
 });
 

@@ -8,11 +8,12 @@ function at(offsetMs: number): string {
   return new Date(Date.parse(T0) + offsetMs).toISOString();
 }
 
-function attempt(order: number, offset: number, duration: number, deadline: number, outcome = 'success'): Attempt {
+function attempt(order: number, offset: number, duration: number, deadline: number, outcome: Attempt['outcome'] = 'success'): Attempt {
   return {
     order,
     candidate: `c${order}`,
     outcome,
+    fault: '',
     error: '',
     http_status: 0,
     started_at: at(offset),

@@ -49,7 +49,7 @@ function method<T>() {
 
 function att(p: Partial<Attempt>): Attempt {
   return {
-    order: 0, candidate: 'a', outcome: 'error', error: '', http_status: 0, started_at: '', deadline_ms: 0,
+    order: 0, candidate: 'a', outcome: 'error', fault: '', error: '', http_status: 0, started_at: '', deadline_ms: 0,
     ttft_ms: 0, duration_ms: 0, cold: false, demoted: false, reading: null, ...p,
   };
 }
@@ -58,7 +58,7 @@ function rec(p: Partial<RequestRecord>): RequestRecord {
   return {
     id: 'r1', started_at: '2026-05-14T19:36:00Z', protocol: 'ui', stream: true, thinking: false,
     requested_model: 'auto', served_candidate: '', served_model: '', is_fallback: false, status: 'error',
-    http_status: 503, error: '', ttft_ms: 0, latency_ms: 10, prompt_tokens: 0, completion_tokens: 0, attempts: [], ...p,
+    http_status: 503, error: '', failure: '', ttft_ms: 0, latency_ms: 10, prompt_tokens: 0, completion_tokens: 0, attempts: [], ...p,
   };
 }
 
@@ -72,7 +72,10 @@ function turn(p: Partial<AnswerTurn>): AnswerTurn {
 const count = (text: string, part: string) => text.split(part).length - 1;
 
 describe('FaultPanel', () => {
-  const state: DemoState = { servers: [{ candidate: 'qwen3-8b', provider: 'ollama', url: '', fault: 'healthy' }], faults: ['healthy', 'refuse'] };
+  const state: DemoState = { servers: [{ candidate: 'qwen3-8b', provider: 'ollama', url: '', fault: 'healthy' }], faults: [
+    { name: 'healthy', label: 'Healthy', description: 'Answers normally.', arg: '' },
+    { name: 'refuse', label: 'Refuse connections', description: 'Nothing listens.', arg: '' },
+  ] };
 
   it('polls with a signal, one load at a time, and aborts the load in flight on unmount', async () => {
     vi.useFakeTimers();
@@ -195,7 +198,7 @@ describe('CandidateCard', () => {
   function cand(breaker: Partial<CandidateStatus['breaker']>): CandidateStatus {
     return {
       id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-      supports_thinking: true, busy_ms: 0, deadline_ms: 60000, cold: false, ttft: null, demoted: false, pressure: null,
+      supports_thinking: true, busy_ms: 0, loading: false, config_error: '', in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
       breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z', ...breaker },
     };
   }

@@ -1,4 +1,4 @@
--- 0001: the tables of SPEC 5. Times are unix milliseconds (UTC); durations
+-- 0001: the tables of docs/DESIGN.md, "History". Times are unix milliseconds (UTC); durations
 -- are whole milliseconds. A NULL means "none" or "unknown" where the Go
 -- field's zero value means the same.
 

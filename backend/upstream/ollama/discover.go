@@ -194,7 +194,7 @@ func statusError(err error) error {
 		out := &fleet.StatusError{
 			StatusCode: se.StatusCode,
 			Message:    msg,
-			Busy:       se.StatusCode == http.StatusTooManyRequests || se.StatusCode == http.StatusServiceUnavailable && isBusy(msg),
+			Busy:       se.StatusCode == http.StatusTooManyRequests || se.StatusCode == http.StatusServiceUnavailable && upstream.OllamaBusy(msg),
 		}
 		if se.StatusCode == http.StatusBadRequest {
 			out.Unsupported = upstream.Unsupported(msg)

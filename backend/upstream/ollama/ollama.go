@@ -104,7 +104,7 @@ func (b *Backend) ChatStream(ctx context.Context, c fleet.Candidate, req *fleet.
 		return nil, fmt.Errorf("ollama chat: %w", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		se := upstream.StatusError(resp, isBusy)
+		se := upstream.StatusError(resp, upstream.OllamaBusy)
 		resp.Body.Close()
 		return nil, se
 	}
@@ -114,13 +114,6 @@ func (b *Backend) ChatStream(ctx context.Context, c fleet.Candidate, req *fleet.
 		return nil, &fleet.MalformedError{Detail: "ollama answered an HTML page", Err: se}
 	}
 	return newStream(ctx, resp.Body, maxLine), nil
-}
-
-// isBusy recognises Ollama's answer when its request queue is full
-// (server/sched.go ErrMaxQueue, sent as 503): "server busy, please try
-// again.  maximum pending requests exceeded".
-func isBusy(msg string) bool {
-	return strings.Contains(msg, "server busy") || strings.Contains(msg, "maximum pending requests")
 }
 
 // isHTML reports whether a Content-Type names a web page rather than the

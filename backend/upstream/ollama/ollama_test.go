@@ -861,18 +861,6 @@ func drainNoT(s fleet.Stream, max int) ([]fleet.Chunk, error) {
 	return got, nil
 }
 
-func TestIsBusy(t *testing.T) {
-	for msg, want := range map[string]bool{
-		"server busy, please try again.  maximum pending requests exceeded": true,
-		"ollama is shutting down": false,
-		"":                        false,
-	} {
-		if got := isBusy(msg); got != want {
-			t.Errorf("isBusy(%q) = %v; want %v", msg, got, want)
-		}
-	}
-}
-
 func BenchmarkRecv(b *testing.B) {
 	const lines = 1000
 	var sb strings.Builder

@@ -3,7 +3,7 @@
 // anything alike. It turns a fleet.Request into a streaming POST to
 // {base}/chat/completions and the server-sent events of the answer into a
 // fleet.Stream, reading every dialect of the end marker and of mid-stream
-// errors these servers use (research/ecosystem.md §A, §C).
+// errors these servers use (docs/DESIGN.md, "OpenAI-compatible servers").
 package openai
 
 import (
@@ -118,23 +118,21 @@ func (b *Backend) do(ctx context.Context, method, baseURL, path, apiKey string, 
 	if apiKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+apiKey)
 	}
-	resp, err := b.pool.Client(baseURL).Do(hreq)
+	// A redirect would turn the POST into a GET (301/302) or carry the
+	// prompt to another host; neither is what a configured candidate means.
+	// Copying the pool's client keeps its shared transport and connections.
+	hc := *b.pool.Client(baseURL)
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := hc.Do(hreq)
 	if err != nil {
 		return nil, err // a *url.Error, which names the method and URL
 	}
 	if resp.StatusCode >= 300 {
-		se := upstream.StatusError(resp, isBusy)
+		se := upstream.StatusError(resp, upstream.OllamaBusy)
 		resp.Body.Close()
 		return nil, se
 	}
 	return resp, nil
-}
-
-// isBusy recognises Ollama's queue-full answer, which its /v1 endpoint
-// sends as a 503 without Retry-After: "server busy, please try again.
-// maximum pending requests exceeded".
-func isBusy(msg string) bool {
-	return strings.HasPrefix(msg, "server busy")
 }
 
 // checkEventStream rejects a 2xx answer that is not an event stream; it
@@ -157,7 +155,7 @@ func checkEventStream(resp *http.Response) error {
 type chatRequest struct {
 	Model           string          `json:"model"`
 	Messages        []message       `json:"messages"`
-	Tools           []fleet.Tool    `json:"tools,omitempty"`
+	Tools           []tool          `json:"tools,omitempty"`
 	Stream          bool            `json:"stream"`
 	StreamOptions   streamOptions   `json:"stream_options"`
 	Temperature     *float64        `json:"temperature,omitempty"`
@@ -191,12 +189,12 @@ type message struct {
 }
 
 type toolCall struct {
-	ID       string       `json:"id,omitempty"`
-	Type     string       `json:"type"`
-	Function toolFunction `json:"function"`
+	ID       string           `json:"id,omitempty"`
+	Type     string           `json:"type"`
+	Function toolCallFunction `json:"function"`
 }
 
-type toolFunction struct {
+type toolCallFunction struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
 }
@@ -240,18 +238,30 @@ func newChatRequest(model string, req *fleet.Request) *chatRequest {
 	return cr
 }
 
-// tools returns ts with each empty type set to "function", which servers
-// require.
-func tools(ts []fleet.Tool) []fleet.Tool {
+// tool is a function the model may call, as chat completions take it.
+type tool struct {
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// tools returns ts as chat completions take them, each empty type set to
+// "function", which servers require.
+func tools(ts []fleet.Tool) []tool {
 	if len(ts) == 0 {
 		return nil
 	}
-	out := make([]fleet.Tool, len(ts))
+	out := make([]tool, len(ts))
 	for i, t := range ts {
-		if t.Type == "" {
-			t.Type = "function"
+		out[i] = tool{Type: t.Type, Function: toolFunction{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters}}
+		if out[i].Type == "" {
+			out[i].Type = "function"
 		}
-		out[i] = t
 	}
 	return out
 }
@@ -269,7 +279,7 @@ func newMessage(m fleet.Message) message {
 		out.Content = parts
 	}
 	for _, tc := range m.ToolCalls {
-		call := toolCall{ID: tc.ID, Type: tc.Type, Function: toolFunction{Name: tc.Name, Arguments: tc.Arguments}}
+		call := toolCall{ID: tc.ID, Type: tc.Type, Function: toolCallFunction{Name: tc.Name, Arguments: tc.Arguments}}
 		if call.Type == "" {
 			call.Type = "function"
 		}

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -924,5 +925,25 @@ func BenchmarkRecv(b *testing.B) {
 		if _, err := s.Recv(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A redirect is not followed: a 301/302 would resend the prompt as a GET,
+// or to another host.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+	}))
+	defer srv.Close()
+	_, err := newBackend(t).ChatStream(t.Context(), candidate(srv), &fleet.Request{Messages: []fleet.Message{{Role: "user", Content: "hi"}}})
+	var se *fleet.StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusFound {
+		t.Errorf("ChatStream() error = %v; want the 302 as a status error", err)
+	}
+	if elsewhere.Load() != 0 {
+		t.Error("the redirect was followed")
 	}
 }

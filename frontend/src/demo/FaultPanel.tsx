@@ -4,7 +4,7 @@ import { useAction, useAsync } from '../hooks';
 import { Badge } from '../ui/Badge';
 import { ErrorBox, Loading } from '../ui/States';
 import type { DemoServer, Status } from '../types';
-import { faultLabel, presets, type Preset } from './faults';
+import { faultLabel, findFault, joinFault, presets, type Preset } from './faults';
 
 interface Props {
   client: Client;
@@ -49,6 +49,7 @@ export function FaultPanel({ client, status, compact = false }: Props) {
   if (!demo) return <Loading what="demo fleet" />;
 
   const ps = presets(status, demo);
+  const faults = demo.faults;
   const sick = demo.servers.filter((s) => s.fault !== 'healthy');
   const presetButtons = (
     <div class="preset-row" role="group" aria-label="Fault presets">
@@ -76,7 +77,7 @@ export function FaultPanel({ client, status, compact = false }: Props) {
             <span class="fault-active">
               {sick.map((s) => (
                 <Badge key={s.candidate} tone="warn">
-                  {s.candidate}: {faultLabel(s.fault)}
+                  {s.candidate}: {faultLabel(s.fault, demo.faults)}
                 </Badge>
               ))}
             </span>
@@ -121,7 +122,12 @@ export function FaultPanel({ client, status, compact = false }: Props) {
         <tbody>
           {demo.servers.map((s) => {
             const selected = choice[s.candidate] ?? s.fault;
+            const found = findFault(selected, demo.faults);
+            const name = found?.info.name ?? selected;
+            const arg = found?.info.arg ?? '';
+            const value = found?.value ?? '';
             const selId = `fault-${s.candidate}`;
+            const choose = (fault: string) => setChoice((c) => ({ ...c, [s.candidate]: fault }));
             return (
               <tr key={s.candidate}>
                 <td>
@@ -131,23 +137,33 @@ export function FaultPanel({ client, status, compact = false }: Props) {
                   <div class="muted small">{s.provider}</div>
                 </td>
                 <td>
-                  <Badge tone={s.fault === 'healthy' ? 'ok' : 'warn'}>{faultLabel(s.fault)}</Badge>
+                  <Badge tone={s.fault === 'healthy' ? 'ok' : 'warn'}>{faultLabel(s.fault, demo.faults)}</Badge>
                 </td>
                 <td>
                   <select
                     id={selId}
-                    value={selected}
+                    value={name}
                     data-testid={`fault-select-${s.candidate}`}
-                    onChange={(e) =>
-                      setChoice((c) => ({ ...c, [s.candidate]: (e.target as HTMLSelectElement).value }))
-                    }
+                    onChange={(e) => choose((e.target as HTMLSelectElement).value)}
                   >
-                    {demo.faults.map((f) => (
-                      <option key={f} value={f}>
-                        {faultLabel(f)}
+                    {faults.map((f) => (
+                      <option key={f.name} value={f.name} title={f.description || undefined}>
+                        {f.label}
                       </option>
                     ))}
                   </select>
+                  {arg && (
+                    <input
+                      type="text"
+                      size={8}
+                      value={value}
+                      placeholder={arg}
+                      aria-label={`${s.candidate}: ${found?.info.label}, ${arg}`}
+                      data-testid={`fault-arg-${s.candidate}`}
+                      onInput={(e) => choose(joinFault(name, (e.target as HTMLInputElement).value))}
+                    />
+                  )}
+                  {found?.info.description && <div class="muted small">{found.info.description}</div>}
                 </td>
                 <td>
                   <button
@@ -155,7 +171,7 @@ export function FaultPanel({ client, status, compact = false }: Props) {
                     class="btn btn-small"
                     disabled={pending !== null}
                     data-testid={`fault-apply-${s.candidate}`}
-                    onClick={() => apply([[s.candidate, selected]], `${s.candidate}: ${faultLabel(selected)}`)}
+                    onClick={() => apply([[s.candidate, selected]], `${s.candidate}: ${faultLabel(selected, demo.faults)}`)}
                   >
                     Apply
                   </button>

@@ -12,7 +12,7 @@ interface Props {
   isDeep: boolean;
 }
 
-/** Samples needed before a learned deadline replaces the ceiling (SPEC 3). */
+/** Samples needed before a learned deadline replaces the ceiling (docs/DESIGN.md, "The learned deadline"). */
 const LEARN_AFTER = 20;
 
 export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) {

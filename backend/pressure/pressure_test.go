@@ -1,129 +1,144 @@
-package gpu
+package pressure
 
 import (
-	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/gpu"
 	"github.com/switchyard/switchyard/backend/router"
 	"github.com/switchyard/switchyard/backend/upstream/ollama"
+	"github.com/switchyard/switchyard/backend/upstream/report"
 )
 
-// The router takes a Monitor as its Pressure.
-var _ router.Pressure = (*Monitor)(nil)
-
-// TestMain fails the package when a goroutine outlives the tests: the
-// Sampler and Poller must stop cleanly, and no poll may leave a
-// connection behind.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-// fakeReader is a Reader whose snapshot the test sets.
-type fakeReader struct {
-	mu    sync.Mutex
-	snap  Snapshot
-	err   error
-	reads int
-}
-
-func (f *fakeReader) Read(ctx context.Context) (Snapshot, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reads++
-	return f.snap, f.err
-}
-
-func (f *fakeReader) set(devs ...Device) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.snap = Snapshot{Available: true, Devices: devs}
-}
-
-func (f *fakeReader) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.reads
-}
-
-func noHost(context.Context) (Host, error) {
-	return Host{CPUPct: 12, MemTotal: 64 * gib, MemUsed: 16 * gib, MemUsedPct: 25}, nil
-}
+// The router takes a Monitor as its Pressure and its Capacity; the poller
+// gives it the servers' reports.
+var (
+	_ router.Pressure = (*Monitor)(nil)
+	_ router.Capacity = (*Monitor)(nil)
+	_ Reports         = (*report.Poller)(nil)
+)
 
 // gibf is g GiB in bytes.
 func gibf(g float64) uint64 { return uint64(g * gib) }
 
 // dev is a GPU of total GiB with free GiB free.
-func dev(index int, total, free float64) Device {
+func dev(index int, total, free float64) gpu.Device {
 	t, f := gibf(total), gibf(free)
-	return Device{Index: index, Name: "NVIDIA RTX 4090", Total: t, Free: f, Used: t - f, Processes: []Process{}}
+	return gpu.Device{Index: index, Name: "NVIDIA RTX 4090", Total: t, Free: f, Used: t - f, Processes: []gpu.Process{}}
 }
 
-// fakePS is an Ollama /api/ps answer the test sets, installed into a
-// Poller so that no socket is needed.
-type fakePS struct {
+// fakeReports is what the servers report, as the test sets it: Ollama's
+// /api/ps (running, nil when never polled), and every model it has shown.
+type fakeReports struct {
 	mu      sync.Mutex
 	running []ollama.Running
-	err     error
-	calls   int
+	seen    map[string]uint64
+	at      time.Time
+	vllm    *report.VLLM
+	llama   *report.LlamaCPP
 }
 
-func (f *fakePS) list(ctx context.Context, baseURL string) ([]ollama.Running, error) {
+func (f *fakeReports) set(running ...ollama.Running) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls++
-	return append([]ollama.Running(nil), f.running...), f.err
+	f.running, f.at = append([]ollama.Running{}, running...), time.Now()
+	if f.seen == nil {
+		f.seen = map[string]uint64{}
+	}
+	for _, r := range running {
+		f.seen[r.Name] = uint64(r.Size)
+	}
 }
 
-func (f *fakePS) set(err error, running ...ollama.Running) {
+func (f *fakeReports) find(c fleet.Candidate) (ollama.Running, bool) {
+	for _, r := range f.running {
+		if fleet.SameModel(r.Name, c.Model) {
+			return r, true
+		}
+	}
+	return ollama.Running{}, false
+}
+
+func (f *fakeReports) Residency(c fleet.Candidate) (bool, bool, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.running, f.err = running, err
+	if f.running == nil {
+		return false, false, time.Time{}
+	}
+	_, ok := f.find(c)
+	return ok, true, f.at
 }
 
-// monitorRig is a Monitor over a fake GPU reader and a fake /api/ps.
+func (f *fakeReports) SeenSize(c fleet.Candidate) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, size := range f.seen {
+		if fleet.SameModel(name, c.Model) {
+			return size
+		}
+	}
+	return 0
+}
+
+func (f *fakeReports) Spill(c fleet.Candidate) (ollama.Running, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.find(c)
+}
+
+func (f *fakeReports) VLLM(fleet.Candidate) (report.VLLM, bool) {
+	if f.vllm == nil {
+		return report.VLLM{}, false
+	}
+	return *f.vllm, true
+}
+
+func (f *fakeReports) LlamaCPP(fleet.Candidate) (report.LlamaCPP, bool) {
+	if f.llama == nil {
+		return report.LlamaCPP{}, false
+	}
+	return *f.llama, true
+}
+
+func (f *fakeReports) Loading(fleet.Candidate) (bool, time.Time, bool) {
+	return false, time.Time{}, false
+}
+
+// monitorRig is a Monitor over a GPU reading and server reports the test
+// sets.
 type monitorRig struct {
-	gpus    *fakeReader
-	ps      *fakePS
-	sampler *Sampler
-	poller  *Poller
+	mu      sync.Mutex
+	sample  gpu.Sample
+	sampled bool
+	reports *fakeReports
 	mon     *Monitor
 	sizes   map[string]uint64
 }
 
 func newMonitorRig(t *testing.T, p Policy, cands ...fleet.Candidate) *monitorRig {
 	t.Helper()
-	r := &monitorRig{gpus: &fakeReader{}, ps: &fakePS{}, sizes: map[string]uint64{}}
-	r.sampler = &Sampler{GPU: r.gpus, Host: noHost}
-	r.poller = NewPoller(nil, PollerSettings{})
-	r.poller.ps = r.ps.list
-	r.poller.Update(cands)
-	r.mon = NewMonitor(p, Sources{Sampler: r.sampler, Poller: r.poller, Size: func(c fleet.Candidate) uint64 { return r.sizes[c.ID] }})
+	r := &monitorRig{reports: &fakeReports{}, sizes: map[string]uint64{}}
+	r.mon = NewMonitor(p, Sources{GPU: r.gpu, Reports: r.reports, Size: func(c fleet.Candidate) uint64 { return r.sizes[c.ID] }})
 	return r
 }
 
-// refresh takes a GPU sample and polls /api/ps.
-func (r *monitorRig) refresh(t *testing.T) {
-	t.Helper()
-	r.sampler.Sample(t.Context())
-	r.poller.s.Now = nextTick(r.poller.s.Now) // every endpoint is due again
-	r.poller.Poll(t.Context())
+func (r *monitorRig) gpu() (gpu.Sample, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sample, r.sampled
 }
 
-// nextTick returns a clock stopped an hour after now's, so every poll is
-// due.
-func nextTick(now func() time.Time) func() time.Time {
-	t := now().Add(time.Hour)
-	return func() time.Time { return t }
+// setGPUs is the next GPU reading: devs, available.
+func (r *monitorRig) setGPUs(devs ...gpu.Device) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sample, r.sampled = gpu.Sample{At: time.Now(), GPU: gpu.Snapshot{Available: true, Devices: devs}}, true
 }
 
 func ollamaCand(id, model string, gpus []int, local bool) fleet.Candidate {
-	return fleet.Candidate{ID: id, Provider: fleet.ProviderOllama, URL: "http://10.0.0.5:11434", Model: model, Enabled: true, GPUs: gpus, Local: local}
+	return fleet.Candidate{ID: id, Provider: fleet.ProviderOllama, URL: "http://127.0.0.1:11434", Model: model, Enabled: true, GPUs: gpus, Local: local}
 }
 
 func TestMonitorPressure(t *testing.T) {
@@ -131,42 +146,42 @@ func TestMonitorPressure(t *testing.T) {
 	tests := []struct {
 		name    string
 		policy  Policy
-		devs    []Device
+		devs    []gpu.Device
 		cand    fleet.Candidate
 		running []ollama.Running // /api/ps; nil: the model is resident
 		size    uint64
 		want    *fleet.GPUReading // nil: no pressure
 	}{{
 		name: "plenty free",
-		devs: []Device{dev(0, 24, 12)},
+		devs: []gpu.Device{dev(0, 24, 12)},
 		cand: ollamaCand("a", big, []int{0}, true),
 	}, {
 		name: "free below 1 GiB",
-		devs: []Device{dev(0, 24, 0.6)},
+		devs: []gpu.Device{dev(0, 24, 0.6)},
 		cand: ollamaCand("a", big, []int{0}, true),
 		want: &fleet.GPUReading{GPU: 0, Source: "nvml", FreeBytes: gibf(0.6), UsedBytes: 24*gib - gibf(0.6), TotalBytes: 24 * gib,
 			Reason: "GPU 0: free 0.6 GiB < 1 GiB"},
 	}, {
 		name:   "free below a configured 2.5 GiB",
 		policy: Policy{FreeBelow: 5 * gib / 2},
-		devs:   []Device{dev(0, 80, 2)},
+		devs:   []gpu.Device{dev(0, 80, 2)},
 		cand:   ollamaCand("a", big, []int{0}, true),
 		want: &fleet.GPUReading{GPU: 0, Source: "nvml", FreeBytes: 2 * gib, UsedBytes: 78 * gib, TotalBytes: 80 * gib,
 			Reason: "GPU 0: free 2.0 GiB < 2.5 GiB"},
 	}, {
 		name: "used ratio above 95%",
-		devs: []Device{dev(0, 80, 80), dev(1, 100, 4)},
+		devs: []gpu.Device{dev(0, 80, 80), dev(1, 100, 4)},
 		cand: ollamaCand("a", big, []int{0, 1}, true),
 		want: &fleet.GPUReading{GPU: 1, Source: "nvml", FreeBytes: 4 * gib, UsedBytes: 96 * gib, TotalBytes: 100 * gib,
 			Reason: "GPU 1: 96% used > 95%"},
 	}, {
 		name:   "used ratio under a looser policy",
 		policy: Policy{UsedRatio: 0.97},
-		devs:   []Device{dev(0, 100, 4)},
+		devs:   []gpu.Device{dev(0, 100, 4)},
 		cand:   ollamaCand("a", big, []int{0}, true),
 	}, {
 		name:    "not resident and too big",
-		devs:    []Device{dev(0, 80, 12.1)},
+		devs:    []gpu.Device{dev(0, 80, 12.1)},
 		cand:    ollamaCand("a", big, []int{0}, true),
 		running: []ollama.Running{{Name: "llama3.2:3b", Size: 3 * gib, SizeVRAM: 3 * gib}},
 		size:    20 * gib,
@@ -174,7 +189,7 @@ func TestMonitorPressure(t *testing.T) {
 			Reason: "qwen3:32b not resident and needs 20.0 GiB, GPU 0 has 12.1 GiB free"},
 	}, {
 		name:    "not resident, too big for two GPUs together",
-		devs:    []Device{dev(0, 24, 8), dev(1, 24, 10)},
+		devs:    []gpu.Device{dev(0, 24, 8), dev(1, 24, 10)},
 		cand:    ollamaCand("a", big, []int{0, 1}, true),
 		running: []ollama.Running{},
 		size:    20 * gib,
@@ -182,49 +197,49 @@ func TestMonitorPressure(t *testing.T) {
 			Reason: "qwen3:32b not resident and needs 20.0 GiB, GPUs 0,1 have 18.0 GiB free"},
 	}, {
 		name:    "not resident but fits",
-		devs:    []Device{dev(0, 80, 30)},
+		devs:    []gpu.Device{dev(0, 80, 30)},
 		cand:    ollamaCand("a", big, []int{0}, true),
 		running: []ollama.Running{},
 		size:    20 * gib,
 	}, {
 		name:    "not resident, size unknown",
-		devs:    []Device{dev(0, 80, 12)},
+		devs:    []gpu.Device{dev(0, 80, 12)},
 		cand:    ollamaCand("a", big, []int{0}, true),
 		running: []ollama.Running{},
 	}, {
 		name: "resident: its size is already in use",
-		devs: []Device{dev(0, 80, 12)},
+		devs: []gpu.Device{dev(0, 80, 12)},
 		cand: ollamaCand("a", big, []int{0}, true),
 		size: 20 * gib,
 	}, {
 		name: "local without gpus uses every GPU",
-		devs: []Device{dev(0, 24, 20), dev(1, 24, 0.5)},
+		devs: []gpu.Device{dev(0, 24, 20), dev(1, 24, 0.5)},
 		cand: ollamaCand("a", big, nil, true),
 		want: &fleet.GPUReading{GPU: 1, Source: "nvml", FreeBytes: gib / 2, UsedBytes: 24*gib - gib/2, TotalBytes: 24 * gib,
 			Reason: "GPU 1: free 0.5 GiB < 1 GiB"},
 	}, {
 		name: "gpus names only its own GPU",
-		devs: []Device{dev(0, 24, 20), dev(1, 24, 0.5)},
+		devs: []gpu.Device{dev(0, 24, 20), dev(1, 24, 0.5)},
 		cand: ollamaCand("a", big, []int{0}, true),
 	}, {
 		name: "gpus: [] means none",
-		devs: []Device{dev(0, 24, 0.5)},
+		devs: []gpu.Device{dev(0, 24, 0.5)},
 		cand: ollamaCand("a", big, []int{}, true),
 	}, {
 		name: "remote endpoint ignores local GPUs",
-		devs: []Device{dev(0, 24, 0.5)},
+		devs: []gpu.Device{dev(0, 24, 0.5)},
 		cand: ollamaCand("a", big, nil, false),
 	}, {
 		name: "a GPU missing from the sample is no reading",
-		devs: []Device{dev(0, 24, 20)},
+		devs: []gpu.Device{dev(0, 24, 20)},
 		cand: ollamaCand("a", big, []int{3}, true),
 	}, {
 		name: "a GPU without memory info never demotes",
-		devs: []Device{{Index: 0, Name: "NVIDIA Jetson"}},
+		devs: []gpu.Device{{Index: 0, Name: "NVIDIA Jetson"}},
 		cand: ollamaCand("a", big, []int{0}, true),
 	}, {
 		name:    "spilled to CPU on its Ollama server",
-		devs:    []Device{dev(0, 80, 40)},
+		devs:    []gpu.Device{dev(0, 80, 40)},
 		cand:    ollamaCand("a", big, nil, false),
 		running: []ollama.Running{{Name: big, Size: 20 * gib, SizeVRAM: 12 * gib}},
 		want: &fleet.GPUReading{GPU: -1, Source: "ollama_ps", UsedBytes: 12 * gib, TotalBytes: 20 * gib,
@@ -239,14 +254,13 @@ func TestMonitorPressure(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newMonitorRig(t, tt.policy, tt.cand)
-			r.gpus.set(tt.devs...)
+			r.setGPUs(tt.devs...)
 			running := tt.running
 			if running == nil {
 				running = []ollama.Running{{Name: tt.cand.Model, Size: int64(tt.size), SizeVRAM: int64(tt.size)}}
 			}
-			r.ps.set(nil, running...)
+			r.reports.set(running...)
 			r.sizes[tt.cand.ID] = tt.size
-			r.refresh(t)
 			got := r.mon.Pressure(tt.cand)
 			if !sameReading(got, tt.want) {
 				t.Errorf("Pressure() = %+v; want %+v", got, tt.want)
@@ -272,31 +286,23 @@ func TestMonitorWithoutReadings(t *testing.T) {
 		t.Errorf("Pressure() before the first sample = %+v; want nil", got)
 	}
 	// NVML unavailable: the snapshot has no devices and demotes nothing.
-	r.gpus.snap = Snapshot{Message: MessageNoGPU}
-	r.refresh(t)
+	r.mu.Lock()
+	r.sample, r.sampled = gpu.Sample{GPU: gpu.Snapshot{Message: gpu.MessageNoGPU}}, true
+	r.mu.Unlock()
 	if got := r.mon.Pressure(c); got != nil {
 		t.Errorf("Pressure() without NVML = %+v; want nil", got)
-	}
-	// A failed reading fails open.
-	r.gpus.set(dev(0, 24, 0.2))
-	r.gpus.err = errors.New("nvml device count: ERROR_GPU_IS_LOST")
-	r.refresh(t)
-	if got := r.mon.Pressure(c); got != nil {
-		t.Errorf("Pressure() after a failed reading = %+v; want nil", got)
 	}
 }
 
 func TestMonitorRecovers(t *testing.T) {
 	c := ollamaCand("a", "qwen3:8b", []int{0}, true)
 	r := newMonitorRig(t, Policy{}, c)
-	r.ps.set(nil, ollama.Running{Name: "qwen3:8b", Size: 5 * gib, SizeVRAM: 5 * gib})
-	r.gpus.set(dev(0, 24, 0.5))
-	r.refresh(t)
+	r.reports.set(ollama.Running{Name: "qwen3:8b", Size: 5 * gib, SizeVRAM: 5 * gib})
+	r.setGPUs(dev(0, 24, 0.5))
 	if got := r.mon.Pressure(c); got == nil {
 		t.Fatal("Pressure() = nil under pressure")
 	}
-	r.gpus.set(dev(0, 24, 10))
-	r.refresh(t)
+	r.setGPUs(dev(0, 24, 10))
 	if got := r.mon.Pressure(c); got != nil {
 		t.Errorf("Pressure() after recovery = %+v; want nil", got)
 	}
@@ -305,8 +311,7 @@ func TestMonitorRecovers(t *testing.T) {
 func TestMonitorSetPolicy(t *testing.T) {
 	c := ollamaCand("a", "qwen3:8b", []int{0}, true)
 	r := newMonitorRig(t, Policy{}, c)
-	r.gpus.set(dev(0, 24, 2))
-	r.refresh(t)
+	r.setGPUs(dev(0, 24, 2))
 	if got := r.mon.Pressure(c); got != nil {
 		t.Fatalf("Pressure() = %+v; want nil", got)
 	}
@@ -322,45 +327,63 @@ func TestMonitorSeenSize(t *testing.T) {
 	// was resident decides.
 	c := ollamaCand("a", "qwen3:32b", []int{0}, true)
 	r := newMonitorRig(t, Policy{}, c)
-	r.gpus.set(dev(0, 80, 12))
-	r.ps.set(nil, ollama.Running{Name: "qwen3:32b", Size: 20 * gib, SizeVRAM: 20 * gib})
-	r.refresh(t)
+	r.setGPUs(dev(0, 80, 12))
+	r.reports.set(ollama.Running{Name: "qwen3:32b", Size: 20 * gib, SizeVRAM: 20 * gib})
 	if got := r.mon.Pressure(c); got != nil {
 		t.Fatalf("Pressure() while resident = %+v; want nil", got)
 	}
-	r.ps.set(nil)
-	r.refresh(t)
+	r.reports.set()
 	got := r.mon.Pressure(c)
 	if got == nil || got.Reason != "qwen3:32b not resident and needs 20.0 GiB, GPU 0 has 12.0 GiB free" {
 		t.Errorf("Pressure() after unload = %+v; want not resident and needs 20.0 GiB", got)
 	}
 }
 
-func TestMonitorSimulated(t *testing.T) {
-	c := ollamaCand("qwen3-8b", "qwen3:8b", nil, true)
-	other := ollamaCand("llama", "llama3.2:3b", nil, true)
-	var m Monitor // the zero value works: no sources, the default policy
-	m.SetSimulated(c.ID, SimulatedReading(0))
-	got := m.Pressure(c)
-	want := &fleet.GPUReading{GPU: 0, Source: "simulated", FreeBytes: gib * 6 / 10, UsedBytes: 24*gib - gib*6/10, TotalBytes: 24 * gib,
+// The demo fleet's simulated GPUs demote like real ones, and say so.
+func TestMonitorSimulatedGPU(t *testing.T) {
+	c := ollamaCand("qwen3-8b", "qwen3:8b", []int{0}, true)
+	r := newMonitorRig(t, Policy{}, c)
+	r.mu.Lock()
+	r.sample, r.sampled = gpu.Sample{GPU: gpu.Snapshot{Available: true, Simulated: true, Devices: []gpu.Device{dev(0, 24, 0.6)}}}, true
+	r.mu.Unlock()
+	want := &fleet.GPUReading{GPU: 0, Source: "simulated", FreeBytes: gibf(0.6), UsedBytes: 24*gib - gibf(0.6), TotalBytes: 24 * gib,
 		Reason: "GPU 0: free 0.6 GiB < 1 GiB (simulated)"}
-	if !sameReading(got, want) {
+	if got := r.mon.Pressure(c); !sameReading(got, want) {
 		t.Errorf("Pressure() = %+v; want %+v", got, want)
 	}
-	got.Reason = "changed by the caller"
-	if again := m.Pressure(c); again.Reason != want.Reason {
-		t.Errorf("a caller's change leaked into the next Pressure(): %q", again.Reason)
+}
+
+// What a server says of its own load: vLLM's KV cache demotes; its
+// waiting requests and llama.cpp's deferred ones say it queues; llama.cpp's
+// slots and Ollama's default say how many it runs at once.
+func TestMonitorServerLoad(t *testing.T) {
+	vllm := fleet.Candidate{ID: "v", Provider: fleet.ProviderOpenAI, Model: "Qwen/Qwen3-32B", Enabled: true}
+	r := newMonitorRig(t, Policy{}, vllm)
+	r.reports.vllm = &report.VLLM{KVCache: 0.97, KVCacheKnown: true, Waiting: 3}
+	want := &fleet.GPUReading{GPU: -1, Source: "vllm_metrics", Reason: "vLLM KV cache 97% full, 3 waiting"}
+	if got := r.mon.Pressure(vllm); !sameReading(got, want) {
+		t.Errorf("Pressure(vllm) = %+v; want %+v", got, want)
 	}
-	if got := m.Pressure(other); got != nil {
-		t.Errorf("Pressure(other) = %+v; want nil", got)
+	if !r.mon.Waiting(vllm) {
+		t.Error("Waiting(vllm) = false with 3 waiting")
 	}
-	m.SetSimulated(other.ID, &fleet.GPUReading{GPU: 1, Reason: "staged"})
-	if got := m.Pressure(other); got == nil || got.Source != SourceSimulated {
-		t.Errorf("Pressure(other) = %+v; want source simulated", got)
+	r.reports.vllm = &report.VLLM{KVCache: 0.5, KVCacheKnown: true}
+	if got := r.mon.Pressure(vllm); got != nil || r.mon.Waiting(vllm) {
+		t.Errorf("Pressure(vllm) = %+v, waiting %v; want none", got, r.mon.Waiting(vllm))
 	}
-	m.SetSimulated(c.ID, nil)
-	if got := m.Pressure(c); got != nil {
-		t.Errorf("Pressure() after clearing = %+v; want nil", got)
+	llama := fleet.Candidate{ID: "l", Provider: fleet.ProviderOpenAI, Model: "tiny", Enabled: true}
+	r = newMonitorRig(t, Policy{}, llama)
+	r.reports.llama = &report.LlamaCPP{Slots: 4, Busy: 4}
+	if r.mon.Slots(llama) != 4 || r.mon.Waiting(llama) || r.mon.Pressure(llama) != nil {
+		t.Errorf("llama.cpp with every slot busy: slots %d waiting %v pressure %v; want 4 slots, no queue said, no pressure",
+			r.mon.Slots(llama), r.mon.Waiting(llama), r.mon.Pressure(llama))
+	}
+	r.reports.llama = &report.LlamaCPP{Slots: 1, Deferred: 2}
+	if !r.mon.Waiting(llama) {
+		t.Error("Waiting(llama) = false with requests deferred")
+	}
+	if got := r.mon.Slots(ollamaCand("o", "qwen3", nil, false)); got != OllamaSlots {
+		t.Errorf("Slots(ollama) = %d; want OLLAMA_NUM_PARALLEL's default %d", got, OllamaSlots)
 	}
 }
 

@@ -1,4 +1,4 @@
-package gpu
+package report
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/simfleet"
@@ -108,6 +110,8 @@ func openaiCand(id, url, model string) fleet.Candidate {
 	return fleet.Candidate{ID: id, Provider: fleet.ProviderOpenAI, URL: url, Model: model, Enabled: true}
 }
 
+const gib = 1 << 30
+
 func TestPollerOllamaPS(t *testing.T) {
 	srv := newFakeServer(t)
 	srv.answer("/api/ps", 200, `{"models":[
@@ -133,15 +137,11 @@ func TestPollerOllamaPS(t *testing.T) {
 			t.Errorf("Residency(%s) = %v, %v; want %v, %v", tt.c.ID, resident, known, tt.resident, tt.known)
 		}
 	}
-	want := &fleet.GPUReading{GPU: -1, Source: "ollama_ps", UsedBytes: 12 * gib, TotalBytes: 20 * gib,
-		Reason: "qwen3:32b spilled to CPU: 12.0 of 20.0 GiB in VRAM"}
-	if got := p.Pressure(big, Policy{}); !sameReading(got, want) {
-		t.Errorf("Pressure(big) = %+v; want %+v", got, want)
+	if r, ok := p.Spill(big); !ok || r.Size != 20*gib || r.SizeVRAM != 12*gib {
+		t.Errorf("Spill(big) = %+v, %v; want 12 of 20 GiB in VRAM", r, ok)
 	}
-	for _, c := range []fleet.Candidate{small, cold} {
-		if got := p.Pressure(c, Policy{}); got != nil {
-			t.Errorf("Pressure(%s) = %+v; want nil", c.ID, got)
-		}
+	if _, ok := p.Spill(cold); ok {
+		t.Error("Spill(cold) found a model that is not loaded")
 	}
 	if got := p.SeenSize(small); got != 3*gib {
 		t.Errorf("SeenSize(small) = %d; want 3 GiB", got)
@@ -163,31 +163,27 @@ func TestPollerVLLMMetrics(t *testing.T) {
 	tests := []struct {
 		name    string
 		metrics string
-		policy  Policy
-		want    string // the reason, "" for no pressure
+		want    VLLM
 	}{{
 		name:    "kv cache full, requests waiting",
 		metrics: "# TYPE vllm:kv_cache_usage_perc gauge\n" + series("vllm:kv_cache_usage_perc", 0.97) + series("vllm:num_requests_waiting", 4) + series("vllm:num_requests_running", 9),
-		want:    "vLLM KV cache 97% full, 4 waiting",
+		want:    VLLM{KVCache: 0.97, KVCacheKnown: true, Waiting: 4, Running: 9},
 	}, {
 		name:    "kv cache fine",
 		metrics: series("vllm:kv_cache_usage_perc", 0.5) + series("vllm:num_requests_waiting", 40),
-	}, {
-		name:    "kv cache above a stricter policy",
-		metrics: series("vllm:kv_cache_usage_perc", 0.85),
-		policy:  Policy{KVCacheAbove: 0.8},
-		want:    "vLLM KV cache 85% full",
+		want:    VLLM{KVCache: 0.5, KVCacheKnown: true, Waiting: 40},
 	}, {
 		name:    "only the deprecated name",
 		metrics: series("vllm:gpu_cache_usage_perc", 0.99),
-		want:    "vLLM KV cache 99% full",
+		want:    VLLM{KVCache: 0.99, KVCacheKnown: true},
 	}, {
 		name:    "the current name wins over the deprecated one",
 		metrics: series("vllm:gpu_cache_usage_perc", 0.99) + series("vllm:kv_cache_usage_perc", 0.5),
+		want:    VLLM{KVCache: 0.5, KVCacheKnown: true},
 	}, {
 		name:    "another model_name: every series counts",
 		metrics: "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"qwen\"} 0.2\nvllm:kv_cache_usage_perc{engine=\"1\",model_name=\"qwen\"} 0.98\n",
-		want:    "vLLM KV cache 98% full",
+		want:    VLLM{KVCache: 0.98, KVCacheKnown: true},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,12 +192,8 @@ func TestPollerVLLMMetrics(t *testing.T) {
 			c := openaiCand("vllm", srv.URL+"/v1", model)
 			p, _ := newTestPoller(t, c)
 			p.Poll(t.Context())
-			got := p.Pressure(c, tt.policy)
-			switch {
-			case tt.want == "" && got != nil:
-				t.Errorf("Pressure() = %+v; want nil", got)
-			case tt.want != "" && (got == nil || got.Reason != tt.want || got.Source != "vllm_metrics" || got.GPU != -1):
-				t.Errorf("Pressure() = %+v; want vllm_metrics, GPU -1, %q", got, tt.want)
+			if got, ok := p.VLLM(c); !ok || got != tt.want {
+				t.Errorf("VLLM() = %+v, %v; want %+v", got, ok, tt.want)
 			}
 			if paths := srv.paths(); !slices.Equal(paths, []string{"/metrics"}) {
 				t.Errorf("requests = %q; want /metrics only", paths)
@@ -276,14 +268,12 @@ func TestPollerLlamaCPP(t *testing.T) {
 			c.APIKey = "sk-local"
 			p, clk := newTestPoller(t, c)
 			p.Poll(t.Context())
-			if got := p.Pressure(c, Policy{}); got != nil {
-				t.Errorf("Pressure() = %+v; want nil: a full llama.cpp queues, its memory is fine", got)
+			l, _ := p.LlamaCPP(c)
+			if l.Slots != tt.slots {
+				t.Errorf("LlamaCPP().Slots = %d; want %d", l.Slots, tt.slots)
 			}
-			if got := p.Slots(c); got != tt.slots {
-				t.Errorf("Slots() = %d; want %d", got, tt.slots)
-			}
-			if got := p.Waiting(c); got != tt.waiting {
-				t.Errorf("Waiting() = %v; want %v", got, tt.waiting)
+			if waiting := l.Deferred > 0; waiting != tt.waiting {
+				t.Errorf("LlamaCPP().Deferred = %v; want requests deferred %v", l.Deferred, tt.waiting)
 			}
 			if got, at, _ := p.Loading(c); got != tt.loading || at.IsZero() {
 				t.Errorf("Loading() = %v at %v; want %v at the poll", got, at, tt.loading)
@@ -323,8 +313,8 @@ func TestPollerNothingReported(t *testing.T) {
 	if got := srv.paths(); len(got) != 6 {
 		t.Errorf("requests = %q; want /metrics and /slots at 0, 5 and 10s", got)
 	}
-	if got := p.Pressure(c, Policy{}); got != nil {
-		t.Errorf("Pressure() = %+v; want nil", got)
+	if _, ok := p.VLLM(c); ok {
+		t.Error("VLLM() of a server that reports nothing: ok")
 	}
 	_, rep := p.lookup(c)
 	if rep == nil || rep.err != nil {
@@ -405,7 +395,6 @@ func TestPollerSimfleet(t *testing.T) {
 	defer vsrv.Close()
 	oc, vc := osrv.Candidate("qwen3-8b", 0), vsrv.Candidate("qwen3-32b-vllm", 1)
 	p, clk := newTestPoller(t, oc, vc)
-	mon := NewMonitor(Policy{}, Sources{Poller: p})
 	poll := func() {
 		p.Poll(t.Context())
 		clk.advance(5 * time.Second)
@@ -423,23 +412,14 @@ func TestPollerSimfleet(t *testing.T) {
 	if got := p.SeenSize(oc); got != 5*gib {
 		t.Errorf("SeenSize() = %d; want the 5 GiB /api/ps showed", got)
 	}
-	if got := mon.Pressure(vc); got != nil {
-		t.Errorf("Pressure(vllm) = %+v; want nil", got)
-	}
 	vsrv.SetKVCacheUsage(0.97)
 	vsrv.SetWaiting(3)
 	poll()
-	want := &fleet.GPUReading{GPU: -1, Source: "vllm_metrics", Reason: "vLLM KV cache 97% full, 3 waiting"}
-	if got := mon.Pressure(vc); !sameReading(got, want) {
-		t.Errorf("Pressure(vllm) = %+v; want %+v", got, want)
+	if got, ok := p.VLLM(vc); !ok || got.KVCache != 0.97 || got.Waiting != 3 {
+		t.Errorf("VLLM(vllm) = %+v, %v; want the cache 97%% full and 3 waiting", got, ok)
 	}
-	if got := mon.Pressure(oc); got != nil {
-		t.Errorf("Pressure(ollama) = %+v; want nil", got)
-	}
-	vsrv.SetKVCacheUsage(0.2)
-	poll()
-	if got := mon.Pressure(vc); got != nil {
-		t.Errorf("Pressure(vllm) after the cache drained = %+v; want nil", got)
+	if _, ok := p.VLLM(oc); ok {
+		t.Error("VLLM(ollama): ok")
 	}
 }
 
@@ -448,11 +428,11 @@ func TestPollerSimfleet(t *testing.T) {
 func TestPollerUpdate(t *testing.T) {
 	ps := &fakePS{}
 	ps.set(nil, ollama.Running{Name: "qwen3:8b", Size: 1, SizeVRAM: 1})
-	a := fleet.Candidate{ID: "a", Provider: fleet.ProviderOllama, URL: "http://10.0.0.5:11434", Model: "qwen3:8b", Enabled: true}
+	a := fleet.Candidate{ID: "a", Provider: fleet.ProviderOllama, URL: "http://127.0.0.1:11434", Model: "qwen3:8b", Enabled: true}
 	b := a
 	b.ID, b.Model = "b", "llama3.2:3b"
 	off := a
-	off.ID, off.URL, off.Enabled = "off", "http://10.0.0.6:11434", false
+	off.ID, off.URL, off.Enabled = "off", "http://127.0.0.2:11434", false
 	p, clk := newTestPoller(t, a, b, off)
 	p.ps = ps.list
 	p.Poll(t.Context())
@@ -572,4 +552,32 @@ func TestServerRoot(t *testing.T) {
 	if _, err := serverRoot("ftp://host/v1"); err == nil {
 		t.Error("serverRoot(ftp) = nil error; want one")
 	}
+}
+
+// fakePS is an Ollama /api/ps answer the test sets, installed into a
+// Poller so that no socket is needed.
+type fakePS struct {
+	mu      sync.Mutex
+	running []ollama.Running
+	err     error
+	calls   int
+}
+
+func (f *fakePS) list(ctx context.Context, baseURL string) ([]ollama.Running, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	return append([]ollama.Running(nil), f.running...), f.err
+}
+
+func (f *fakePS) set(err error, running ...ollama.Running) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.running, f.err = running, err
+}
+
+// TestMain fails the package when a goroutine outlives the tests: the
+// Poller must stop cleanly, and no poll may leave a connection behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
 }

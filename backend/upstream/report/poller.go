@@ -1,4 +1,10 @@
-package gpu
+// Package report polls model servers, off the request path, for what they
+// report about themselves: Ollama's resident models (/api/ps), vLLM's KV
+// cache and queue (/metrics), llama.cpp's slots and deferred requests
+// (/slots, /metrics) and its loading state. It states facts; what they mean
+// for routing is decided by backend/pressure (docs/DESIGN.md, "GPU and
+// server load").
+package report
 
 import (
 	"context"
@@ -8,7 +14,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -505,73 +510,65 @@ func (p *Poller) SeenSize(c fleet.Candidate) uint64 {
 	return 0
 }
 
-// Pressure returns the reading that puts c under pressure by its server's
-// own report, nil when none: an Ollama model that spilled from the GPU
-// into host memory (0 < size_vram < size; a model that runs on the CPU by
-// design, size_vram 0, is not under memory pressure), or a vLLM KV cache
-// fuller than pol.KVCacheAbove. It does no I/O.
-func (p *Poller) Pressure(c fleet.Candidate, pol Policy) *fleet.GPUReading {
-	pol = pol.withDefaults()
+// Spill returns the /api/ps entry of c's model when its Ollama server has
+// it loaded; ok is false otherwise (not loaded, not Ollama, no poll yet, or
+// the last poll failed). It does no I/O.
+func (p *Poller) Spill(c fleet.Candidate) (r ollama.Running, ok bool) {
 	_, rep := p.lookup(c)
-	if rep == nil || rep.err != nil {
-		return nil
+	if rep == nil || rep.err != nil || !rep.ollama {
+		return ollama.Running{}, false
 	}
-	if rep.ollama {
-		for _, r := range rep.running {
-			if !fleet.SameModel(r.Name, c.Model) || r.SizeVRAM <= 0 || r.SizeVRAM >= r.Size {
-				continue
-			}
-			return &fleet.GPUReading{
-				GPU: -1, Source: SourceOllamaPS, UsedBytes: uint64(r.SizeVRAM), TotalBytes: uint64(r.Size),
-				Reason: fmt.Sprintf("%s spilled to CPU: %.1f of %s in VRAM", c.Model, float64(r.SizeVRAM)/gib, gibs(uint64(r.Size))),
-			}
+	for _, r := range rep.running {
+		if fleet.SameModel(r.Name, c.Model) {
+			return r, true
 		}
-		return nil
 	}
-	if g, ok := rep.gauges(c.Model); ok && g.kvKnown && g.kv > pol.KVCacheAbove {
-		reason := "vLLM KV cache " + pct(g.kv) + " full"
-		if g.waiting > 0 {
-			reason += ", " + strconv.FormatFloat(g.waiting, 'f', -1, 64) + " waiting"
-		}
-		return &fleet.GPUReading{GPU: -1, Source: SourceVLLMMetrics, Reason: reason}
-	}
-	return nil
+	return ollama.Running{}, false
 }
 
-// OllamaSlots is how many requests an Ollama server is taken to run at
-// once per model: OLLAMA_NUM_PARALLEL's default. A candidate's parallel
-// setting overrides it.
-const OllamaSlots = 1
-
-// Slots returns how many requests c's server runs at once, as far as its
-// reports tell: llama.cpp's number of slots, OllamaSlots for Ollama; 0
-// when unknown. It does no I/O.
-func (p *Poller) Slots(c fleet.Candidate) int {
-	if c.Provider == fleet.ProviderOllama {
-		return OllamaSlots
-	}
-	_, rep := p.lookup(c)
-	if rep == nil || rep.llama == nil {
-		return 0
-	}
-	return rep.llama.slots
+// VLLM is what a vLLM server's /metrics says of one model.
+type VLLM struct {
+	// KVCache is the KV cache's use, 1 = full; KVCacheKnown is false when
+	// the server exports neither its current nor its deprecated name.
+	KVCache      float64
+	KVCacheKnown bool
+	// Waiting and Running are the requests queued and running.
+	Waiting, Running float64
 }
 
-// Waiting reports whether c's server says requests wait for it: llama.cpp
-// requests deferred (its /metrics), vLLM requests waiting. Busy slots are
-// not waiting requests: they are mostly Switchyard's own, which the router
-// counts itself, and a poll seconds old would take a finished one for
-// a queue. It does no I/O.
-func (p *Poller) Waiting(c fleet.Candidate) bool {
+// VLLM returns what c's vLLM server last said of c's model (of all its
+// models together when none is named like it); ok is false for other
+// servers and before the first good poll. It does no I/O.
+func (p *Poller) VLLM(c fleet.Candidate) (v VLLM, ok bool) {
 	_, rep := p.lookup(c)
 	if rep == nil || rep.err != nil {
-		return false
-	}
-	if l := rep.llama; l != nil && l.deferred > 0 {
-		return true
+		return VLLM{}, false
 	}
 	g, ok := rep.gauges(c.Model)
-	return ok && g.waiting > 0
+	if !ok {
+		return VLLM{}, false
+	}
+	return VLLM{KVCache: g.kv, KVCacheKnown: g.kvKnown, Waiting: g.waiting, Running: g.running}, true
+}
+
+// LlamaCPP is what a llama.cpp server's /metrics and /slots say.
+type LlamaCPP struct {
+	// Deferred is llamacpp:requests_deferred (its /metrics, with
+	// --metrics): requests waiting for a slot.
+	Deferred float64
+	// Slots is how many requests it runs at once (its /slots); Busy how
+	// many of them are processing. Slots is 0 when /slots is off.
+	Slots, Busy int
+}
+
+// LlamaCPP returns what c's llama.cpp server last said; ok is false for
+// other servers and before the first good poll. It does no I/O.
+func (p *Poller) LlamaCPP(c fleet.Candidate) (l LlamaCPP, ok bool) {
+	_, rep := p.lookup(c)
+	if rep == nil || rep.err != nil || rep.llama == nil {
+		return LlamaCPP{}, false
+	}
+	return LlamaCPP{Deferred: rep.llama.deferred, Slots: rep.llama.slots, Busy: rep.llama.busy}, true
 }
 
 // Loading reports whether c's server said at its last poll (at) that it is

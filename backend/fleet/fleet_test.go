@@ -1,0 +1,117 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestClassify(t *testing.T) {
+	ctx := context.Background()
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want Class
+	}{
+		{"a refused connection", ctx, errors.New("dial tcp: connection refused"), ClassTransient},
+		{"the caller left, whatever the error", gone, &StatusError{StatusCode: 500}, ClassAbort},
+		{"500", ctx, &StatusError{StatusCode: 500}, ClassTransient},
+		{"503 busy", ctx, &StatusError{StatusCode: 503, Busy: true}, ClassBusy},
+		{"503 loading", ctx, &StatusError{StatusCode: 503, Loading: true}, ClassLoading},
+		{"429", ctx, &StatusError{StatusCode: 429}, ClassBusy},
+		{"400", ctx, &StatusError{StatusCode: 400}, ClassNotRetryable},
+		{"400 for thinking on a model that can't", ctx, &StatusError{StatusCode: 400, Unsupported: "thinking"}, ClassUnsupported},
+		{"413", ctx, &StatusError{StatusCode: 413}, ClassNotRetryable},
+		{"422", ctx, &StatusError{StatusCode: 422}, ClassNotRetryable},
+		{"405", ctx, &StatusError{StatusCode: 405}, ClassNotRetryable},
+		{"401", ctx, &StatusError{StatusCode: 401}, ClassAuth},
+		{"403", ctx, &StatusError{StatusCode: 403}, ClassAuth},
+		{"404 model not found", ctx, &StatusError{StatusCode: 404}, ClassConfig},
+		{"408", ctx, &StatusError{StatusCode: 408}, ClassTransient},
+		{"409", ctx, &StatusError{StatusCode: 409}, ClassTransient},
+		{"425", ctx, &StatusError{StatusCode: 425}, ClassTransient},
+		{"wrapped", ctx, fmt.Errorf("ollama chat: %w", &StatusError{StatusCode: 404}), ClassConfig},
+		{"an error event", ctx, &EventError{Message: "boom"}, ClassTransient},
+	}
+	for _, tt := range tests {
+		if got := Classify(tt.ctx, tt.err); got != tt.want {
+			t.Errorf("%s: Classify() = %s; want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestModelOutputErrors(t *testing.T) {
+	for _, err := range []error{
+		&StatusError{StatusCode: 500, Output: true},
+		&EventError{Message: "does not match the expected format", Output: true},
+		fmt.Errorf("ollama answer ended: %w (%w)", ErrTruncated, ErrModelOutput),
+	} {
+		if !errors.Is(err, ErrModelOutput) {
+			t.Errorf("errors.Is(%v, ErrModelOutput) = false", err)
+		}
+	}
+	for _, err := range []error{&StatusError{StatusCode: 500}, &EventError{Message: "boom"}, ErrTruncated} {
+		if errors.Is(err, ErrModelOutput) {
+			t.Errorf("errors.Is(%v, ErrModelOutput) = true", err)
+		}
+	}
+}
+
+func TestSameModel(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"qwen3", "qwen3:latest", true},
+		{"Qwen3:8B", "qwen3:8b", true},
+		{"qwen3:8b", "qwen3:latest", false},
+		{"registry.local:5000/me/qwen3", "registry.local:5000/me/qwen3:latest", true},
+		{"hf.co/org/model:Q4_K_M", "hf.co/org/model:q4_k_m", true},
+		{"llama3", "llama3.1", false},
+	} {
+		if got := SameModel(tt.a, tt.b); got != tt.want {
+			t.Errorf("SameModel(%q, %q) = %v; want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestMergeToolCall(t *testing.T) {
+	var calls []ToolCall
+	for _, d := range []ToolCall{
+		{Index: 0, ID: "call_1", Type: "function", Name: "get_"},
+		{Index: 0, Name: "weather", Arguments: `{"city":`},
+		{Index: 1, ID: "call_2", Name: "time", Arguments: `{}`},
+		{Index: 0, Arguments: `"Paris"}`},
+	} {
+		calls = MergeToolCall(calls, d)
+	}
+	want := []ToolCall{
+		{Index: 0, ID: "call_1", Type: "function", Name: "get_weather", Arguments: `{"city":"Paris"}`},
+		{Index: 1, ID: "call_2", Name: "time", Arguments: `{}`},
+	}
+	if fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Errorf("MergeToolCall() = %+v; want %+v", calls, want)
+	}
+}
+
+func TestIsFirstToken(t *testing.T) {
+	for _, tt := range []struct {
+		c    Chunk
+		want bool
+	}{
+		{Chunk{Role: "assistant"}, false},
+		{Chunk{FinishReason: "stop"}, false},
+		{Chunk{Usage: &Usage{PromptTokens: 3}}, false},
+		{Chunk{Content: "hi"}, true},
+		{Chunk{Reasoning: "hm"}, true},
+		{Chunk{ToolCalls: []ToolCall{{Name: "f"}}}, true},
+	} {
+		if got := tt.c.IsFirstToken(); got != tt.want {
+			t.Errorf("%+v.IsFirstToken() = %v; want %v", tt.c, got, tt.want)
+		}
+	}
+}

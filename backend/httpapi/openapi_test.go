@@ -1,0 +1,138 @@
+package httpapi
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/gpu"
+	"github.com/switchyard/switchyard/backend/history"
+	"github.com/switchyard/switchyard/backend/schema"
+)
+
+// fakeDemo is a demo fleet of one server.
+type fakeDemo struct{ fault string }
+
+func (d *fakeDemo) Demo() schema.Demo {
+	return schema.Demo{
+		Servers: []schema.DemoServer{{Candidate: "m1", Provider: "ollama", URL: "http://127.0.0.1:1", Fault: d.fault}},
+		Faults:  []schema.DemoFault{{Name: "healthy", Label: "Healthy", Description: "answers normally"}},
+	}
+}
+
+func (d *fakeDemo) SetFault(candidate, fault string) (schema.DemoServer, error) {
+	if candidate != "m1" {
+		return schema.DemoServer{}, errors.New("no demo server " + candidate)
+	}
+	d.fault = fault
+	return d.Demo().Servers[0], nil
+}
+
+// Every answer of /switchyard/v1/ is what the OpenAPI document says it is:
+// the document the UI's types are generated from cannot lie about a
+// handler (issue 13, item 1).
+func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
+	store, err := history.Open(filepath.Join(t.TempDir(), "h.db"), history.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Now().UTC()
+	rec := fleet.RequestRecord{ID: "r1", StartedAt: now, Protocol: fleet.ProtocolOpenAI, RequestedModel: "auto",
+		ServedCandidate: "m1", ServedModel: "model-1", Status: fleet.StatusOK, HTTPStatus: 200, TTFT: time.Second, Latency: 2 * time.Second,
+		Attempts: []fleet.Attempt{
+			{Candidate: "m0", Outcome: fleet.OutcomeBusy, Fault: fleet.FaultQueued, StartedAt: now, Deadline: time.Second, Duration: time.Second,
+				Demoted: true, Reading: &fleet.GPUReading{GPU: 0, Source: "nvml", Reason: "free 0.6 GiB < 1 GiB"}},
+			{Candidate: "m1", Outcome: fleet.OutcomeSuccess, StartedAt: now, TTFT: time.Second},
+		}}
+	if err := store.Record(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	at := now
+	status := schema.NewStatus(schema.StatusInput{
+		Version: "test", Listen: "127.0.0.1:8484", DefaultModel: "m1",
+		Sample: &gpu.Sample{At: now, GPU: gpu.Snapshot{Available: true, At: now, Devices: []gpu.Device{{Index: 0, Name: "GPU", Processes: []gpu.Process{{PID: 1}}}}}},
+		Config: schema.ConfigState{Path: "/x", Source: "file", Error: "bad", ErrorAt: &at},
+	})
+	s, _ := newTestServer(t, Options{
+		History: store, Demo: &fakeDemo{fault: "healthy"},
+		Status: func() schema.Status { return status },
+		Config: func() schema.Config {
+			return schema.Config{ConfigState: status.Config, YAML: "listen: 127.0.0.1:8484\n"}
+		},
+	})
+	for _, tt := range []struct {
+		method, path, route, body string
+		want                      int
+	}{
+		{"GET", "/switchyard/v1/status", "", "", 200},
+		{"GET", "/switchyard/v1/config", "", "", 200},
+		{"GET", "/switchyard/v1/requests?limit=5", "/switchyard/v1/requests", "", 200},
+		{"GET", "/switchyard/v1/requests?limit=nope", "/switchyard/v1/requests", "", 400},
+		{"GET", "/switchyard/v1/requests/r1", "/switchyard/v1/requests/{id}", "", 200},
+		{"GET", "/switchyard/v1/requests/nope", "/switchyard/v1/requests/{id}", "", 404},
+		{"GET", "/switchyard/v1/stats?since=1h&bucket=1m", "/switchyard/v1/stats", "", 200},
+		{"GET", "/switchyard/v1/stats?bucket=soon", "/switchyard/v1/stats", "", 400},
+		{"GET", "/switchyard/v1/demo", "", "", 200},
+		{"POST", "/switchyard/v1/demo/fault", "", `{"candidate":"m1","fault":"healthy"}`, 200},
+		{"POST", "/switchyard/v1/demo/fault", "", `{"candidate":"zz","fault":"healthy"}`, 400},
+	} {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			w := do(s, tt.method, tt.path, tt.body, nil)
+			if w.Code != tt.want {
+				t.Fatalf("status = %d; want %d (%s)", w.Code, tt.want, w.Body.String())
+			}
+			route := tt.route
+			if route == "" {
+				route = tt.path
+			}
+			if err := schema.ValidateJSON(tt.method, route, w.Code, w.Body.Bytes()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	w := do(s, "GET", "/switchyard/v1/openapi.json", "", nil)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"openapi": "3.0.3"`) {
+		t.Errorf("openapi.json: %d %s", w.Code, w.Body.String()[:min(200, w.Body.Len())])
+	}
+}
+
+// Query parameters of the history endpoints are checked, each with its own
+// message.
+func TestHistoryQueries(t *testing.T) {
+	store, err := history.Open(filepath.Join(t.TempDir(), "h.db"), history.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	s, _ := newTestServer(t, Options{History: store})
+	for _, tt := range []struct {
+		path, want string
+		code       int
+	}{
+		{"/switchyard/v1/requests?limit=0", "limit: expected a positive integer", 400},
+		{"/switchyard/v1/requests?limit=x", "limit: expected a positive integer", 400},
+		{"/switchyard/v1/requests?fallback=maybe", "fallback: expected true or false", 400},
+		{"/switchyard/v1/requests?since=yesterday", "since: expected an RFC 3339 time", 400},
+		{"/switchyard/v1/requests?until=2026-13-01", "until: expected an RFC 3339 time", 400},
+		{"/switchyard/v1/requests?limit=3&fallback=true&status=ok&served=m1&since=2026-01-01T00:00:00Z", `{"requests":[]}`, 200},
+		{"/switchyard/v1/stats?since=-1h", "since: expected a positive duration", 400},
+		{"/switchyard/v1/stats?bucket=10ms", "bucket: at least 1s", 400},
+		{"/switchyard/v1/stats?since=720h&bucket=1s", "at most 10000 buckets", 400},
+		{"/switchyard/v1/stats?since=1h&bucket=1m", `"ttft":[]`, 200},
+	} {
+		w := do(s, "GET", tt.path, "", nil)
+		if w.Code != tt.code || !strings.Contains(w.Body.String(), tt.want) {
+			t.Errorf("GET %s = %d %s; want %d with %q", tt.path, w.Code, w.Body.String(), tt.code, tt.want)
+		}
+	}
+	s, _ = newTestServer(t, Options{})
+	for _, path := range []string{"/switchyard/v1/requests", "/switchyard/v1/stats", "/switchyard/v1/demo", "/switchyard/v1/status", "/switchyard/v1/config"} {
+		if w := do(s, "GET", path, "", nil); w.Code != 404 {
+			t.Errorf("GET %s without its source = %d; want 404", path, w.Code)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package upstream
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+func TestStatusError(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		header http.Header
+		body   string
+		want   fleet.StatusError
+	}{
+		{"OpenAI dialect", 400, nil, `{"error":{"message":"bad","type":"invalid_request_error"}}`, fleet.StatusError{StatusCode: 400, Message: "bad"}},
+		{"Ollama dialect", 404, nil, `{"error":"model 'x' not found"}`, fleet.StatusError{StatusCode: 404, Message: "model 'x' not found"}},
+		{"vLLM flat dialect", 400, nil, `{"object":"error","message":"too long","code":400}`, fleet.StatusError{StatusCode: 400, Message: "too long"}},
+		{"an HTML page from a proxy", 502, nil, "<html><body>Bad Gateway</body></html>", fleet.StatusError{StatusCode: 502, Message: "<html><body>Bad Gateway</body></html>"}},
+		{"429 is busy", 429, http.Header{"Retry-After": {"3"}}, `{}`, fleet.StatusError{StatusCode: 429, Message: "{}", Busy: true, RetryAfter: 3 * time.Second}},
+		{"503 with Retry-After is busy", 503, http.Header{"Retry-After": {"1"}}, `{"error":"overloaded"}`,
+			fleet.StatusError{StatusCode: 503, Message: "overloaded", Busy: true, RetryAfter: time.Second}},
+		{"Ollama's full queue is busy", 503, nil, `{"error":"server busy, please try again.  maximum pending requests exceeded"}`,
+			fleet.StatusError{StatusCode: 503, Message: "server busy, please try again.  maximum pending requests exceeded", Busy: true}},
+		{"a plain 503 is not busy", 503, nil, `{"error":"engine dead"}`, fleet.StatusError{StatusCode: 503, Message: "engine dead"}},
+		{"llama.cpp loading", 503, nil, `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`,
+			fleet.StatusError{StatusCode: 503, Message: "Loading model", Loading: true}},
+		{"a model that can't think", 400, nil, `{"error":"\"tiny\" does not support thinking"}`,
+			fleet.StatusError{StatusCode: 400, Message: `"tiny" does not support thinking`, Unsupported: "thinking"}},
+		{"a model without tools", 400, nil, `{"error":"registry.ollama.ai/library/gemma:latest does not support tools"}`,
+			fleet.StatusError{StatusCode: 400, Message: "registry.ollama.ai/library/gemma:latest does not support tools", Unsupported: "tools"}},
+		{"output that does not parse", 500, nil, `{"error":{"code":500,"message":"The model produced output that does not match the expected peg-native format","type":"server_error"}}`,
+			fleet.StatusError{StatusCode: 500, Message: "The model produced output that does not match the expected peg-native format", Output: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := &http.Response{StatusCode: tt.status, Header: tt.header, Body: io.NopCloser(strings.NewReader(tt.body))}
+			if resp.Header == nil {
+				resp.Header = http.Header{}
+			}
+			if got := StatusError(resp, OllamaBusy); *got != tt.want {
+				t.Errorf("StatusError() = %+v; want %+v", *got, tt.want)
+			}
+		})
+	}
+}
+
+func TestErrorMessageIsBounded(t *testing.T) {
+	long := strings.Repeat("é", 3000)
+	for _, body := range []string{`{"error":"` + long + `"}`, `{"error":{"message":"` + long + `"}}`} {
+		if got := ErrorMessage([]byte(body)); len(got) > MaxMessage+len("…") {
+			t.Errorf("ErrorMessage() of a %d-byte message = %d bytes; want at most %d", len(long), len(got), MaxMessage)
+		}
+	}
+	if got := ErrorMessage([]byte(strings.Repeat("x", 5000))); len(got) > 200+len("…") {
+		t.Errorf("a plain-text body kept %d bytes", len(got))
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	for v, want := range map[string]time.Duration{
+		"": 0, "2": 2 * time.Second, "0.5": 500 * time.Millisecond, "-1": 0, "soon": 0, "99999": 0,
+		"Wed, 21 Oct 2015 07:28:00 GMT": 0,
+	} {
+		if got := RetryAfter(http.Header{"Retry-After": {v}}); got != want {
+			t.Errorf("RetryAfter(%q) = %v; want %v", v, got, want)
+		}
+	}
+}
+
+func TestOllamaBusy(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"server busy, please try again.  maximum pending requests exceeded": true,
+		"maximum pending requests exceeded":                                 true,
+		"ollama is shutting down":                                           false,
+		"":                                                                  false,
+	} {
+		if got := OllamaBusy(msg); got != want {
+			t.Errorf("OllamaBusy(%q) = %v; want %v", msg, got, want)
+		}
+	}
+}
+
+func TestPoolSharesOneClientPerHost(t *testing.T) {
+	p := NewPool(Settings{})
+	a, b := p.Client("http://127.0.0.1:8000/v1"), p.Client("http://127.0.0.1:8000/other")
+	c := p.Client("http://127.0.0.1:8001/v1")
+	if a != b || a == c {
+		t.Errorf("clients: same host shared %v, other host separate %v", a == b, a != c)
+	}
+}
