@@ -143,6 +143,7 @@ func desktop(stderr io.Writer) int {
 		return exitError
 	}
 	o := baseOptions(stderr)
+	o.Webview = true // the window's webview calls the API
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sys, err := system.New(ctx, o)

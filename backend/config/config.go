@@ -39,8 +39,9 @@ type Config struct {
 	// APIKey, when set, is the bearer token API callers must send
 	// (YAML api_key). Default "": no token needed.
 	APIKey string
-	// AllowedOrigins are extra browser origins ("https://host:port")
-	// allowed to call the API (YAML allowed_origins). Default none.
+	// AllowedOrigins are browser origins ("https://host:port", or a
+	// pattern: "chrome-extension://*") allowed to call the API besides
+	// httpapi.LocalAppOrigins (YAML allowed_origins). Default none.
 	AllowedOrigins []string
 	History        History
 	Selection      Selection
@@ -144,6 +145,10 @@ type Candidate struct {
 	// SupportsThinking marks a candidate usable in thinking mode.
 	// Default false (Ollama may still report the capability).
 	SupportsThinking bool
+	// Embeddings marks a candidate whose model makes embeddings: an
+	// embedding request for "auto" goes to the first such candidate.
+	// Default false (Ollama may still report the capability).
+	Embeddings bool
 	// GPUs are the local GPU indexes the candidate runs on. Default nil:
 	// all local GPUs for a local endpoint. An empty list ("gpus: []")
 	// means none.
@@ -225,6 +230,7 @@ func (c Candidate) Fleet(getenv func(string) string) fleet.Candidate {
 		Priority:         c.Priority,
 		Enabled:          c.Enabled,
 		SupportsThinking: c.SupportsThinking,
+		Embeds:           c.Embeddings,
 		GPUs:             slices.Clone(c.GPUs),
 		Slots:            c.Parallel,
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -324,7 +325,15 @@ func checkOrigin(o string) string {
 	if o == "*" {
 		return "is not allowed: list each origin"
 	}
-	u, err := url.Parse(o)
+	scheme, _, _ := strings.Cut(o, "://")
+	if strings.Contains(scheme, "*") {
+		return "is not allowed: name the scheme"
+	}
+	if _, err := path.Match(o, ""); err != nil {
+		return "is not a valid pattern"
+	}
+	// A "*" stands for any text without a "/": check the origin it makes.
+	u, err := url.Parse(strings.ReplaceAll(strings.ReplaceAll(o, ":*", ":1"), "*", "x"))
 	if err != nil || u.Scheme == "" || u.Host == "" || u.Opaque != "" {
 		return `is not an origin (write e.g. "https://app.example:3000")`
 	}

@@ -138,8 +138,8 @@ func TestParseExampleFile(t *testing.T) {
 		t.Errorf("example.yaml settings = %+v; want the defaults %+v", cfg, d)
 	}
 	cands := cfg.Chat.Candidates
-	if len(cands) != 3 {
-		t.Fatalf("example.yaml has %d candidates; want 3", len(cands))
+	if len(cands) != 4 {
+		t.Fatalf("example.yaml has %d candidates; want 4", len(cands))
 	}
 	if c := cands[0]; c.LoadTime != 8*time.Second || c.Size != 5_200_000_000 || !slices.Equal(c.GPUs, []int{0}) {
 		t.Errorf("candidates[0] = %+v; want load_time 8s, size 5.2GB, gpus [0]", c)
@@ -149,6 +149,9 @@ func TestParseExampleFile(t *testing.T) {
 	}
 	if c := cands[2]; c.Enabled || c.GPUs == nil || len(c.GPUs) != 0 {
 		t.Errorf("candidates[2] = %+v; want disabled, gpus empty but not nil", c)
+	}
+	if c := cands[3]; !c.Embeddings || c.SupportsThinking || !c.Fleet(nil).Embeds {
+		t.Errorf("candidates[3] = %+v; want an embedding model", c)
 	}
 }
 
@@ -217,9 +220,9 @@ func TestParseValues(t *testing.T) {
 			func(c Config) bool { return c.Listen == "localhost:9000" }},
 		{"listen ipv6 loopback", "listen: '[::1]:9000'",
 			func(c Config) bool { return c.Listen == "[::1]:9000" }},
-		{"origins", "allowed_origins: [https://a.example, 'http://127.0.0.1:3000']",
+		{"origins", "allowed_origins: [https://a.example, 'http://127.0.0.1:3000', 'chrome-extension://*', 'https://localhost:*']",
 			func(c Config) bool {
-				return slices.Equal(c.AllowedOrigins, []string{"https://a.example", "http://127.0.0.1:3000"})
+				return slices.Equal(c.AllowedOrigins, []string{"https://a.example", "http://127.0.0.1:3000", "chrome-extension://*", "https://localhost:*"})
 			}},
 		{"anchors and aliases", "selection: {open_duration: &d 45s, stall_timeout: *d}",
 			func(c Config) bool { return c.Selection.StallTimeout == 45*time.Second }},
@@ -306,6 +309,9 @@ func TestParseErrors(t *testing.T) {
 		{"a network address without api_key", "listen: 192.0.2.5:8484", "listen", "set api_key", 1},
 		{"api key with spaces", "api_key: ' k '", "api_key", "spaces", 1},
 		{"origin wildcard", "allowed_origins: ['*']", "allowed_origins[0]", "list each origin", 1},
+		{"origin wildcard scheme", "allowed_origins: ['*://x']", "allowed_origins[0]", "name the scheme", 1},
+		{"origin pattern with a path", "allowed_origins: ['chrome-extension://*/x']", "allowed_origins[0]", "more than scheme://host[:port]", 1},
+		{"origin bad pattern", "allowed_origins: ['app://[a']", "allowed_origins[0]", "not a valid pattern", 1},
 		{"origin with path", "allowed_origins: [https://a.example, https://b.example/app]", "allowed_origins[1]", "more than scheme://host[:port]", 1},
 		{"origin without scheme", "allowed_origins: [a.example]", "allowed_origins[0]", "is not an origin", 1},
 		{"origin empty item", "allowed_origins: [~]", "allowed_origins[0]", "empty list item", 1},

@@ -43,6 +43,13 @@ type Candidate struct {
 	Slots int
 	// Local reports whether URL points at this machine (loopback).
 	Local bool
+	// Embeds: the model makes embeddings (the config says so, or its
+	// server lists the "embedding" capability). An embedding request for
+	// "auto" goes to such a candidate.
+	Embeds bool
+	// EmbedOnly: the model makes nothing but embeddings (its server lists
+	// no "completion" capability); chats and generations skip it.
+	EmbedOnly bool
 }
 
 // Message is one chat turn.
@@ -81,14 +88,29 @@ type ToolFunction struct {
 	Parameters  json.RawMessage
 }
 
-// Options are the sampling settings a caller may set. Nil means "the
-// upstream's default".
+// Options are the sampling settings a caller may set, in the words both
+// dialects share or map to (docs/API.md, "Fields across dialects"). Nil
+// means "the upstream's default".
 type Options struct {
-	Temperature *float64
-	TopP        *float64
-	MaxTokens   *int
-	Seed        *int
-	Stop        []string
+	Temperature      *float64
+	TopP             *float64
+	TopK             *int
+	MinP             *float64
+	RepeatPenalty    *float64 // Ollama repeat_penalty, vLLM repetition_penalty
+	PresencePenalty  *float64
+	FrequencyPenalty *float64
+	MaxTokens        *int
+	Seed             *int
+	Stop             []string
+	// NumCtx is the context window the caller asked for (Ollama num_ctx);
+	// OpenAI-compatible servers fix it at start.
+	NumCtx *int
+	// N is how many answers the caller wants; nil means one.
+	N *int
+	// Logprobs asks for the log probabilities of the answer's tokens, with
+	// TopLogprobs alternatives each.
+	Logprobs    bool
+	TopLogprobs *int
 }
 
 // Protocol names the API a caller used to reach Switchyard.
@@ -106,15 +128,64 @@ var (
 	Protocols = []Protocol{ProtocolOpenAI, ProtocolOllama, ProtocolUI}
 )
 
-// Request is one chat request as the router sees it, whatever protocol it
+// Kind is what a request asks of the model.
+type Kind string
+
+const (
+	// KindChat: messages in, an answer out (/api/chat, /v1/chat/completions,
+	// /v1/responses).
+	KindChat Kind = "chat"
+	// KindGenerate: a prompt in, its continuation out (/api/generate,
+	// /v1/completions).
+	KindGenerate Kind = "generate"
+	// KindEmbed: texts in, one vector each out (/api/embed, /api/embeddings,
+	// /v1/embeddings).
+	KindEmbed Kind = "embed"
+)
+
+// Kinds lists every kind, for the API's description.
+var Kinds = []Kind{KindChat, KindGenerate, KindEmbed}
+
+// Request is one request as the router sees it, whatever protocol it
 // arrived in. The router and the adapters read it and never modify it.
 type Request struct {
 	ID       string   // Switchyard's request id
 	Protocol Protocol // how the caller reached us
+	Kind     Kind     // "" is KindChat
 	Model    string   // the model the caller named ("", "auto", an id or an alias)
 	Messages []Message
 	Tools    []Tool
-	Options  Options
+	// ToolChoice is OpenAI's tool_choice as the caller sent it ("auto",
+	// "none", "required" or a named function), nil for none.
+	ToolChoice json.RawMessage
+	Options    Options
+	// KeepAlive is Ollama's keep_alive as the caller sent it (a duration
+	// string or a number of seconds), nil for none.
+	KeepAlive json.RawMessage
+
+	// Generate: the prompt, the text after the gap to fill (editor
+	// completion), a system prompt, and whether the prompt is sent as is,
+	// without the model's template (Ollama raw; /v1/completions always).
+	Prompt    string
+	Suffix    string
+	System    string
+	RawPrompt bool
+	Images    []string // base64, with the prompt
+
+	// Embed: the texts to embed, and the vector size asked for (0: the
+	// model's own).
+	Input      []string
+	Dimensions int
+
+	// DialectOnly names fields the caller set that only an upstream of its
+	// own dialect can honour (OpenAI's logit_bias, Ollama's context): the
+	// router skips candidates of the other dialect rather than drop them.
+	DialectOnly []string
+
+	// Raw is the caller's body as it came, when its dialect may be sent on
+	// unchanged: an upstream that speaks that dialect gets every field,
+	// also those Switchyard does not know (docs/API.md, "Fidelity").
+	Raw *Raw
 	// Thinking is true when the caller asked for reasoning.
 	Thinking bool
 	// NoThinking is true when the caller turned reasoning off explicitly
@@ -130,6 +201,35 @@ type Request struct {
 	Stream bool // the caller wants a stream (the router always streams upstream)
 }
 
+// Raw is a caller's request body as sent, field by field.
+type Raw struct {
+	Dialect Provider // the wire format of the fields
+	// Endpoint is the path the caller sent them to ("/api/embeddings"),
+	// for an upstream that has the same endpoint.
+	Endpoint string
+	Fields   map[string]json.RawMessage
+}
+
+// KindOf is req's kind, KindChat when unset.
+func (req *Request) KindOf() Kind {
+	if req.Kind == "" {
+		return KindChat
+	}
+	return req.Kind
+}
+
+// RawFor returns the caller's fields when they may go to an upstream that
+// speaks dialect p unchanged, else nil.
+func (req *Request) RawFor(p Provider) map[string]json.RawMessage {
+	if req.Raw == nil || req.Raw.Dialect != p {
+		return nil
+	}
+	if req.Raw.Fields == nil {
+		return map[string]json.RawMessage{}
+	}
+	return req.Raw.Fields
+}
+
 // Chunk is one event of an answer, normalised across wire formats.
 type Chunk struct {
 	Role      string
@@ -141,13 +241,23 @@ type Chunk struct {
 	FinishReason string
 	Usage        *Usage
 	Model        string // the model name the upstream reported, if any
+	// Logprobs are the log probabilities of this chunk's tokens, as a JSON
+	// array of {token, logprob, bytes, top_logprobs} (the shape OpenAI's
+	// logprobs.content and Ollama's logprobs share), nil when not asked.
+	Logprobs json.RawMessage
+	// Embeddings are the vectors of an embed request, one per input.
+	Embeddings [][]float32
+	// Raw is the upstream's event as it came (an SSE data payload, an
+	// NDJSON line, a JSON body), for a caller of the same dialect: it keeps
+	// every field the upstream sent. It is only valid until the next Recv.
+	Raw []byte
 }
 
 // IsFirstToken reports whether c carries content, reasoning text or a
 // tool-call delta: the event that commits a stream. Role-only chunks, empty
 // deltas and usage-only chunks are not a first token.
 func (c *Chunk) IsFirstToken() bool {
-	return c.Content != "" || c.Reasoning != "" || len(c.ToolCalls) > 0
+	return c.Content != "" || c.Reasoning != "" || len(c.ToolCalls) > 0 || len(c.Embeddings) > 0
 }
 
 // Usage is what an upstream reports about a finished answer.
@@ -188,13 +298,22 @@ type Stream interface {
 	Close() error
 }
 
-// Backend opens chat streams on one candidate. Implementations are safe for
-// concurrent use.
+// Backend opens answers on one candidate: a chat, a generation or an
+// embedding, as req.Kind says. Implementations are safe for concurrent use.
 type Backend interface {
-	// ChatStream sends req to the upstream and returns its answer once the
+	// Open sends req to the upstream and returns its answer once the
 	// response headers arrived. An HTTP error status is a *StatusError. The
-	// stream lives under ctx.
-	ChatStream(ctx context.Context, c Candidate, req *Request) (Stream, error)
+	// stream lives under ctx. An embedding answer is one chunk with the
+	// vectors.
+	Open(ctx context.Context, c Candidate, req *Request) (Stream, error)
+}
+
+// Checker is a Backend that can tell, before sending, that req would lose
+// something on its way to c that changes the answer (a field c's dialect
+// has no place for). The router then skips c for req, as it skips a model
+// that lacks a capability.
+type Checker interface {
+	Check(c Candidate, req *Request) error
 }
 
 // MergeToolCall folds one tool-call delta into the calls so far: deltas

@@ -75,6 +75,9 @@ const (
 	// FailureRequest: the request failed the same way on two candidates:
 	// it is the request's fault, not the servers'.
 	FailureRequest Failure = "request"
+	// FailureUnsupported: no candidate can do what the request asks (a
+	// capability its model lacks, a field its dialect can't carry).
+	FailureUnsupported Failure = "unsupported"
 	// FailureUpstreamAuth: an upstream refused Switchyard's credentials.
 	FailureUpstreamAuth Failure = "upstream_auth"
 	// FailureClientGone: the caller went away before the answer.
@@ -99,7 +102,7 @@ var (
 	Faults = []Fault{FaultNone, FaultServer, FaultBusy, FaultQueued, FaultLoading, FaultRequest, FaultConfig,
 		FaultCapability, FaultClient}
 	Failures = []Failure{FailureNone, FailureUnknownModel, FailureNoCandidates, FailureUnavailable, FailureRejected,
-		FailureRequest, FailureUpstreamAuth, FailureClientGone}
+		FailureRequest, FailureUnsupported, FailureUpstreamAuth, FailureClientGone}
 	Statuses      = []Status{StatusOK, StatusFailed, StatusClientAbort, StatusUpstreamErrorAfterCommit}
 	BreakerStates = []BreakerState{BreakerClosed, BreakerOpen, BreakerHalfOpen}
 )

@@ -21,7 +21,7 @@ import (
 // counts the calls, so tests can prove a refused request was not routed.
 type countingBackend struct{ calls atomic.Int32 }
 
-func (b *countingBackend) ChatStream(ctx context.Context, c fleet.Candidate, r *fleet.Request) (fleet.Stream, error) {
+func (b *countingBackend) Open(ctx context.Context, c fleet.Candidate, r *fleet.Request) (fleet.Stream, error) {
 	b.calls.Add(1)
 	return &sliceStream{chunks: []fleet.Chunk{{Role: "assistant"}, {Content: "hi"}, {FinishReason: "stop", Usage: &fleet.Usage{PromptTokens: 1, CompletionTokens: 1}}}}, nil
 }
@@ -92,7 +92,17 @@ func TestSecurity(t *testing.T) {
 		{name: "foreign origin refused", path: "/v1/chat/completions", body: chatBody, header: map[string]string{"Origin": "https://evil.example"},
 			wantStatus: 403, wantBody: "origin https://evil.example is not allowed"},
 		{name: "own origin allowed", path: "/v1/chat/completions", body: chatBody, header: map[string]string{"Origin": "http://127.0.0.1:8484"}, wantStatus: 200, routed: true},
-		{name: "wails origin allowed", path: "/v1/chat/completions", body: chatBody, header: map[string]string{"Origin": "wails://wails"}, wantStatus: 200, routed: true},
+		{name: "wails origin allowed in the desktop app", opts: Options{Webview: true}, path: "/v1/chat/completions", body: chatBody,
+			header: map[string]string{"Origin": "wails://wails"}, wantStatus: 200, routed: true},
+		{name: "wails origin refused by serve", path: "/v1/chat/completions", body: chatBody,
+			header: map[string]string{"Origin": "http://wails.localhost"}, wantStatus: 403},
+		{name: "a local dev page allowed", path: "/v1/chat/completions", body: chatBody, header: map[string]string{"Origin": "http://localhost:5173"}, wantStatus: 200, routed: true},
+		{name: "Obsidian allowed", path: "/api/chat", body: chatBody, header: map[string]string{"Origin": "app://obsidian.md"}, wantStatus: 200, routed: true},
+		{name: "a VS Code webview allowed", path: "/api/chat", body: chatBody, header: map[string]string{"Origin": "vscode-webview://1a2b3c"}, wantStatus: 200, routed: true},
+		{name: "a look-alike host refused", path: "/api/chat", body: chatBody, header: map[string]string{"Origin": "http://localhost.evil.example:80"}, wantStatus: 403},
+		{name: "an extension refused by default", path: "/api/chat", body: chatBody, header: map[string]string{"Origin": "chrome-extension://abcdef"}, wantStatus: 403},
+		{name: "an extension allowed by a pattern", opts: Options{AllowedOrigins: []string{"chrome-extension://*"}}, path: "/api/chat", body: chatBody,
+			header: map[string]string{"Origin": "chrome-extension://abcdef"}, wantStatus: 200, routed: true},
 		{name: "configured origin allowed", opts: Options{AllowedOrigins: []string{"http://localhost:5173"}}, path: "/v1/chat/completions", body: chatBody,
 			header: map[string]string{"Origin": "http://localhost:5173"}, wantStatus: 200, routed: true},
 		{name: "missing token", opts: Options{APIKey: "s3cret"}, path: "/v1/chat/completions", body: chatBody,
@@ -136,7 +146,7 @@ func TestSecurity(t *testing.T) {
 }
 
 func TestCORSPreflightAndHeaders(t *testing.T) {
-	s, _ := newTestServer(t, Options{})
+	s, _ := newTestServer(t, Options{Webview: true})
 	w := do(s, "OPTIONS", "/v1/chat/completions", "", map[string]string{"Origin": "wails://wails"})
 	if w.Code != 204 || w.Header().Get("Access-Control-Allow-Origin") != "wails://wails" ||
 		!strings.Contains(w.Header().Get("Access-Control-Allow-Headers"), "Authorization") {
@@ -265,7 +275,7 @@ func TestNotFoundInProtocol(t *testing.T) {
 // fragmentBackend streams one tool call in OpenAI-style fragments.
 type fragmentBackend struct{}
 
-func (fragmentBackend) ChatStream(context.Context, fleet.Candidate, *fleet.Request) (fleet.Stream, error) {
+func (fragmentBackend) Open(context.Context, fleet.Candidate, *fleet.Request) (fleet.Stream, error) {
 	return &sliceStream{chunks: []fleet.Chunk{
 		{Role: "assistant"},
 		{ToolCalls: []fleet.ToolCall{{Index: 0, ID: "call_1", Type: "function", Name: "get_weather", Arguments: `{"loc`}}},

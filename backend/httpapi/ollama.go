@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ollama/ollama/api"
@@ -32,17 +34,9 @@ func ollamaRequest(q *api.ChatRequest) (*fleet.Request, error) {
 	if len(q.Messages) == 0 {
 		return nil, errors.New("messages: at least one message is required")
 	}
-	if !q.Think.IsValid() {
-		return nil, fmt.Errorf("think: invalid value %s (use true, false, \"low\", \"medium\" or \"high\")", clipText(fmt.Sprint(q.Think.Value), 40))
-	}
 	req := &fleet.Request{Model: q.Model, Stream: q.Stream == nil || *q.Stream, Format: q.Format}
-	if q.Think != nil {
-		if q.Think.IsString() {
-			req.Thinking, req.ThinkLevel = true, q.Think.String()
-		} else {
-			req.Thinking = q.Think.Bool()
-			req.NoThinking = !req.Thinking
-		}
+	if err := ollamaThink(q.Think, req); err != nil {
+		return nil, err
 	}
 	for i, m := range q.Messages {
 		fm := fleet.Message{Role: m.Role, Content: m.Content, Thinking: m.Thinking, Name: m.ToolName, ToolCallID: m.ToolCallID}
@@ -73,14 +67,36 @@ func ollamaRequest(q *api.ChatRequest) (*fleet.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts.Logprobs = q.Logprobs
+	if q.TopLogprobs > 0 {
+		opts.TopLogprobs = &q.TopLogprobs
+	}
 	req.Options = opts
 	return req, nil
+}
+
+// ollamaThink reads think: true or false, or a level.
+func ollamaThink(t *api.ThinkValue, req *fleet.Request) error {
+	if !t.IsValid() {
+		return fmt.Errorf("think: invalid value %s (use true, false, \"low\", \"medium\" or \"high\")", clipText(fmt.Sprint(t.Value), 40))
+	}
+	if t == nil {
+		return nil
+	}
+	if t.IsString() {
+		req.Thinking, req.ThinkLevel = true, t.String()
+	} else {
+		req.Thinking = t.Bool()
+		req.NoThinking = !req.Thinking
+	}
+	return nil
 }
 
 // ollamaRoles are the roles of Ollama chat messages.
 var ollamaRoles = []string{"system", "user", "assistant", "tool"}
 
-// ollamaOptions reads the sampling options Switchyard forwards.
+// ollamaOptions reads the options that map to other dialects (docs/API.md,
+// "Fields across dialects"); an Ollama upstream gets all of them as sent.
 func ollamaOptions(m map[string]any) (fleet.Options, error) {
 	var o fleet.Options
 	num := func(key string) (*float64, error) {
@@ -94,20 +110,28 @@ func ollamaOptions(m map[string]any) (fleet.Options, error) {
 		}
 		return &f, nil
 	}
-	var err error
-	if o.Temperature, err = num("temperature"); err != nil {
-		return o, err
+	for key, dst := range map[string]**float64{
+		"temperature": &o.Temperature, "top_p": &o.TopP, "min_p": &o.MinP, "repeat_penalty": &o.RepeatPenalty,
+		"presence_penalty": &o.PresencePenalty, "frequency_penalty": &o.FrequencyPenalty,
+	} {
+		f, err := num(key)
+		if err != nil {
+			return o, err
+		}
+		*dst = f
 	}
 	if o.Temperature != nil && *o.Temperature < 0 {
 		return o, fmt.Errorf("options.temperature: %g is negative", *o.Temperature)
 	}
-	if o.TopP, err = num("top_p"); err != nil {
-		return o, err
+	for _, p := range []struct {
+		name string
+		v    *float64
+	}{{"top_p", o.TopP}, {"min_p", o.MinP}} {
+		if p.v != nil && (*p.v < 0 || *p.v > 1) {
+			return o, fmt.Errorf("options.%s: %g is out of range [0, 1]", p.name, *p.v)
+		}
 	}
-	if o.TopP != nil && (*o.TopP < 0 || *o.TopP > 1) {
-		return o, fmt.Errorf("options.top_p: %g is out of range [0, 1]", *o.TopP)
-	}
-	for key, dst := range map[string]**int{"num_predict": &o.MaxTokens, "seed": &o.Seed} {
+	for key, dst := range map[string]**int{"num_predict": &o.MaxTokens, "seed": &o.Seed, "top_k": &o.TopK, "num_ctx": &o.NumCtx} {
 		f, err := num(key)
 		if err != nil {
 			return o, err
@@ -133,10 +157,38 @@ func ollamaOptions(m map[string]any) (fleet.Options, error) {
 	return o, nil
 }
 
+// ollamaOnly names the fields of an Ollama request that change the answer
+// and that only Ollama takes (fleet.Request.DialectOnly).
+func ollamaOnly(fields map[string]json.RawMessage, options map[string]any) []string {
+	var only []string
+	for _, k := range []string{"context", "template"} {
+		if v := fields[k]; isSet(v) && string(v) != `""` && string(v) != "[]" {
+			only = append(only, k)
+		}
+	}
+	for _, k := range []string{"mirostat", "mirostat_eta", "mirostat_tau", "typical_p", "tfs_z", "num_keep"} {
+		if _, ok := options[k]; ok {
+			only = append(only, "options."+k)
+		}
+	}
+	return only
+}
+
+// ollamaRaw completes req with what an Ollama caller sent as is.
+func ollamaRaw(req *fleet.Request, endpoint string, fields map[string]json.RawMessage, options map[string]any) {
+	req.Raw = &fleet.Raw{Dialect: fleet.ProviderOllama, Endpoint: endpoint, Fields: fields}
+	req.KeepAlive = fields["keep_alive"]
+	req.DialectOnly = ollamaOnly(fields, options)
+}
+
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
-	var q api.ChatRequest
-	if status, err := s.decodeBody(w, r, &q); err != nil {
-		writeOllamaError(w, status, err.Error())
+	q, fields, ok := readRequest[api.ChatRequest](s, w, r, writeOllamaError)
+	if !ok {
+		return
+	}
+	if len(q.Messages) == 0 {
+		// Ollama's way to load a model, or with keep_alive 0 to unload it.
+		s.ollamaLoad(w, r, q.Model, fields, false)
 		return
 	}
 	req, err := ollamaRequest(&q)
@@ -145,8 +197,60 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Protocol = protocolOf(r, fleet.ProtocolOllama)
+	ollamaRaw(req, "/api/chat", fields, q.Options)
+	s.ollamaAnswer(w, r, req, false)
+}
+
+// ollamaGenerate is POST /api/generate: a prompt's continuation (editor
+// completion with suffix, `ollama run`), routed like a chat.
+func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
+	q, fields, ok := readRequest[api.GenerateRequest](s, w, r, writeOllamaError)
+	if !ok {
+		return
+	}
+	if err := checkModel(q.Model); err != nil {
+		writeOllamaError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if q.Prompt == "" && q.Suffix == "" && len(q.Images) == 0 {
+		s.ollamaLoad(w, r, q.Model, fields, true)
+		return
+	}
+	req := &fleet.Request{Kind: fleet.KindGenerate, Model: q.Model, Prompt: q.Prompt, Suffix: q.Suffix, System: q.System,
+		RawPrompt: q.Raw, Stream: q.Stream == nil || *q.Stream, Format: q.Format, Protocol: protocolOf(r, fleet.ProtocolOllama)}
+	if err := ollamaThink(q.Think, req); err != nil {
+		writeOllamaError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	for _, img := range q.Images {
+		req.Images = append(req.Images, base64.StdEncoding.EncodeToString(img))
+	}
+	opts, err := ollamaOptions(q.Options)
+	if err != nil {
+		writeOllamaError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	opts.Logprobs = q.Logprobs
+	if q.TopLogprobs > 0 {
+		opts.TopLogprobs = &q.TopLogprobs
+	}
+	req.Options = opts
+	ollamaRaw(req, "/api/generate", fields, q.Options)
+	s.ollamaAnswer(w, r, req, true)
+}
+
+// ollamaAnswer routes req and writes the answer as Ollama does: NDJSON
+// lines, or one object for stream: false. gen is true for /api/generate.
+func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet.Request, gen bool) {
+	start := time.Now()
 	if !req.Stream {
-		s.ollamaComplete(w, r, req)
+		ans, err := s.o.Router.Complete(r.Context(), req)
+		if err != nil {
+			s.failRoute(w, r, err, writeOllamaError)
+			return
+		}
+		routeHeaders(w.Header(), ans.Meta)
+		writeJSON(w, http.StatusOK, ollamaWhole(req, ans, gen, time.Since(start)))
 		return
 	}
 	st, err := s.o.Router.Stream(r.Context(), req)
@@ -161,28 +265,14 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 
 	cw := newChunkWriter(w, s.o.WriteTimeout)
-	start := time.Now()
-	var final *api.ChatResponse // held back until the router says the answer is complete
-	var usage *fleet.Usage
-	// Tool calls are sent whole, as Ollama does, once the answer is
-	// complete: an OpenAI-compatible upstream streams them in fragments.
-	var calls []fleet.ToolCall
+	same := sameDialect(req, meta, fleet.ProviderOllama)
+	lines := ollamaLines{model: meta.Candidate.Model, gen: gen}
 	for {
 		ch, err := st.Recv()
 		if err == io.EOF {
-			if len(calls) > 0 {
-				line := ollamaLine(meta.Candidate.Model, &fleet.Chunk{ToolCalls: calls})
-				cw.buf, _ = appendJSONLine(cw.buf, line)
+			if !same {
+				cw.buf = lines.appendEnd(cw.buf, time.Since(start))
 			}
-			if final == nil {
-				final = &api.ChatResponse{Model: meta.Candidate.Model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: "stop"}
-				final.Message.Role = "assistant"
-			}
-			final.TotalDuration = time.Since(start)
-			if usage != nil {
-				final.PromptEvalCount, final.EvalCount, final.LoadDuration = usage.PromptTokens, usage.CompletionTokens, usage.LoadDuration
-			}
-			cw.buf, _ = appendJSONLine(cw.buf, final)
 			cw.flush()
 			return
 		}
@@ -195,28 +285,17 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		if ch.Usage != nil {
-			usage = ch.Usage
-		}
-		for _, tc := range ch.ToolCalls {
-			calls = fleet.MergeToolCall(calls, tc)
-		}
-		ch.ToolCalls = nil
-		line := ollamaLine(meta.Candidate.Model, &ch)
-		if ch.FinishReason != "" && !ch.IsFirstToken() {
-			line.Done, line.DoneReason = true, ch.FinishReason
-			final = line
+		if same {
+			// Ollama's own line, every field kept.
+			if len(ch.Raw) == 0 {
+				continue
+			}
+			cw.buf = append(cw.buf, ch.Raw...)
+			cw.buf = append(cw.buf, '\n')
+		} else if !lines.add(&ch) {
 			continue
-		}
-		if !ch.IsFirstToken() {
-			continue
-		}
-		cw.buf, _ = appendJSONLine(cw.buf, line)
-		if ch.FinishReason != "" {
-			// A last chunk with content: send the content now, the done
-			// line at the end.
-			final = &api.ChatResponse{Model: line.Model, CreatedAt: line.CreatedAt, Done: true, DoneReason: ch.FinishReason}
-			final.Message.Role = "assistant"
+		} else {
+			cw.buf = lines.appendLine(cw.buf, &ch)
 		}
 		if err := cw.flush(); err != nil {
 			return
@@ -224,16 +303,89 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// ollamaLine is one NDJSON line of an answer.
-func ollamaLine(model string, ch *fleet.Chunk) *api.ChatResponse {
-	resp := &api.ChatResponse{Model: model, CreatedAt: time.Now().UTC()}
+// ollamaLines turns chunks of another dialect into Ollama's lines. Tool
+// calls are sent whole, as Ollama does, once the answer is complete: an
+// OpenAI-compatible upstream streams them in fragments.
+type ollamaLines struct {
+	model  string
+	gen    bool
+	calls  []fleet.ToolCall
+	reason string // the finish reason, once known
+	usage  *fleet.Usage
+}
+
+// add takes in ch and reports whether it has a line of its own to send.
+func (l *ollamaLines) add(ch *fleet.Chunk) bool {
+	if ch.Usage != nil {
+		l.usage = ch.Usage
+	}
+	for _, tc := range ch.ToolCalls {
+		l.calls = fleet.MergeToolCall(l.calls, tc)
+	}
+	if ch.FinishReason != "" {
+		l.reason = ch.FinishReason
+	}
+	return ch.Content != "" || ch.Reasoning != ""
+}
+
+func (l *ollamaLines) appendLine(dst []byte, ch *fleet.Chunk) []byte {
+	var lp []api.Logprob
+	if len(ch.Logprobs) > 0 {
+		json.Unmarshal(ch.Logprobs, &lp)
+	}
+	if l.gen {
+		b, _ := json.Marshal(api.GenerateResponse{Model: l.model, CreatedAt: time.Now().UTC(), Response: ch.Content, Thinking: ch.Reasoning, Logprobs: lp})
+		return append(append(dst, b...), '\n')
+	}
+	resp := api.ChatResponse{Model: l.model, CreatedAt: time.Now().UTC(), Logprobs: lp}
 	resp.Message.Role = "assistant"
 	resp.Message.Content = ch.Content
 	resp.Message.Thinking = ch.Reasoning
-	for _, tc := range ch.ToolCalls {
-		resp.Message.ToolCalls = append(resp.Message.ToolCalls, ollamaToolCall(tc))
+	b, _ := json.Marshal(resp)
+	return append(append(dst, b...), '\n')
+}
+
+// appendEnd appends the tool calls, if any, and the done line.
+func (l *ollamaLines) appendEnd(dst []byte, took time.Duration) []byte {
+	m := api.Metrics{TotalDuration: took}
+	if u := l.usage; u != nil {
+		m.PromptEvalCount, m.EvalCount, m.LoadDuration = u.PromptTokens, u.CompletionTokens, u.LoadDuration
 	}
-	return resp
+	reason := ollamaReason(l.reason)
+	var calls []api.ToolCall
+	for _, tc := range l.calls {
+		calls = append(calls, ollamaToolCall(tc))
+	}
+	var b []byte
+	if l.gen {
+		if len(calls) > 0 {
+			b, _ = json.Marshal(api.GenerateResponse{Model: l.model, CreatedAt: time.Now().UTC(), ToolCalls: calls})
+			dst = append(append(dst, b...), '\n')
+		}
+		b, _ = json.Marshal(api.GenerateResponse{Model: l.model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason, Metrics: m})
+		return append(append(dst, b...), '\n')
+	}
+	if len(calls) > 0 {
+		resp := api.ChatResponse{Model: l.model, CreatedAt: time.Now().UTC()}
+		resp.Message.Role = "assistant"
+		resp.Message.ToolCalls = calls
+		b, _ = json.Marshal(resp)
+		dst = append(append(dst, b...), '\n')
+	}
+	resp := api.ChatResponse{Model: l.model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason, Metrics: m}
+	resp.Message.Role = "assistant"
+	b, _ = json.Marshal(resp)
+	return append(append(dst, b...), '\n')
+}
+
+// ollamaReason is Ollama's done_reason for a finish reason of any
+// dialect: Ollama says "stop" when tool calls end the answer.
+func ollamaReason(reason string) string {
+	switch reason {
+	case "", "tool_calls", "function_call":
+		return "stop"
+	}
+	return reason
 }
 
 func ollamaToolCall(tc fleet.ToolCall) api.ToolCall {
@@ -250,16 +402,148 @@ func ollamaToolCall(tc fleet.ToolCall) api.ToolCall {
 	return c
 }
 
-func appendJSONLine(dst []byte, v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return dst, err
+// ollamaWhole is the answer of stream: false. From an Ollama upstream it
+// is the upstream's last line (durations, context, done_reason as Ollama
+// measured and said them) with the answer put together from the stream.
+func ollamaWhole(req *fleet.Request, ans *router.Answer, gen bool, took time.Duration) any {
+	var calls []api.ToolCall
+	for _, tc := range ans.Message.ToolCalls {
+		calls = append(calls, ollamaToolCall(tc))
 	}
-	dst = append(dst, b...)
-	return append(dst, '\n'), nil
+	var lp []api.Logprob
+	if len(ans.Logprobs) > 0 {
+		json.Unmarshal(ans.Logprobs, &lp)
+	}
+	if sameDialect(req, ans.Meta, fleet.ProviderOllama) && len(ans.Fields) > 0 {
+		fields := maps.Clone(ans.Fields)
+		set := func(k string, v any) {
+			b, _ := json.Marshal(v)
+			fields[k] = b
+		}
+		if gen {
+			set("response", ans.Message.Content)
+			if ans.Message.Thinking != "" {
+				set("thinking", ans.Message.Thinking)
+			}
+			if len(calls) > 0 {
+				set("tool_calls", calls)
+			}
+		} else {
+			var msg api.Message
+			msg.Role, msg.Content, msg.Thinking, msg.ToolCalls = "assistant", ans.Message.Content, ans.Message.Thinking, calls
+			set("message", msg)
+		}
+		if lp != nil {
+			set("logprobs", lp)
+		}
+		set("done", true)
+		return fields
+	}
+	m := api.Metrics{TotalDuration: took}
+	if u := ans.Usage; u != nil {
+		m.PromptEvalCount, m.EvalCount, m.LoadDuration = u.PromptTokens, u.CompletionTokens, u.LoadDuration
+	}
+	reason := ollamaReason(cmp.Or(ans.FinishReason, "stop"))
+	if gen {
+		return api.GenerateResponse{Model: ans.Candidate.Model, CreatedAt: time.Now().UTC(), Response: ans.Message.Content,
+			Thinking: ans.Message.Thinking, ToolCalls: calls, Done: true, DoneReason: reason, Metrics: m, Logprobs: lp}
+	}
+	resp := api.ChatResponse{Model: ans.Candidate.Model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason, Metrics: m, Logprobs: lp}
+	resp.Message.Role = "assistant"
+	resp.Message.Content = ans.Message.Content
+	resp.Message.Thinking = ans.Message.Thinking
+	resp.Message.ToolCalls = calls
+	return resp
 }
 
-func (s *Server) ollamaComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request) {
+// ollamaLoad answers a chat without messages or a generation without a
+// prompt: Ollama loads the model (keep_alive 0: unloads it). An Ollama
+// candidate's server is asked to; a server of another kind keeps its model
+// loaded, so there is nothing to do but say so.
+func (s *Server) ollamaLoad(w http.ResponseWriter, r *http.Request, model string, fields map[string]json.RawMessage, gen bool) {
+	if err := checkModel(model); err != nil {
+		writeOllamaError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	c, err := s.o.Router.Resolve(model, false)
+	if err != nil {
+		s.ollamaNotFound(w, model, err)
+		return
+	}
+	path := "/api/chat"
+	if gen {
+		path = "/api/generate"
+	}
+	w.Header().Set("X-Switchyard-Served-Model", c.ID)
+	if c.Provider == fleet.ProviderOllama && s.o.Upstreams != nil {
+		body := map[string]any{"model": c.Model, "stream": false}
+		if !gen {
+			body["messages"] = []any{}
+		}
+		if ka := fields["keep_alive"]; isSet(ka) {
+			body["keep_alive"] = ka
+		}
+		s.forward(w, r, c, http.MethodPost, path, body, writeOllamaError)
+		return
+	}
+	reason := "load"
+	if ka := strings.TrimSpace(string(fields["keep_alive"])); ka == "0" || ka == `"0"` || ka == `"0s"` {
+		reason = "unload"
+	}
+	if gen {
+		writeJSON(w, http.StatusOK, api.GenerateResponse{Model: c.Model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason})
+		return
+	}
+	resp := api.ChatResponse{Model: c.Model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason}
+	resp.Message.Role = "assistant"
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// ollamaNotFound answers a model no candidate serves, as Ollama words it.
+func (s *Server) ollamaNotFound(w http.ResponseWriter, model string, err error) {
+	if errors.Is(err, fleet.ErrUnknownModel) {
+		writeOllamaError(w, http.StatusNotFound, fmt.Sprintf("model '%s' not found (GET /api/tags lists the models Switchyard serves)", clipText(model, MaxModelName)))
+		return
+	}
+	writeOllamaError(w, http.StatusServiceUnavailable, err.Error())
+}
+
+// ollamaEmbed is POST /api/embed.
+func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request) {
+	q, fields, ok := readRequest[api.EmbedRequest](s, w, r, writeOllamaError)
+	if !ok {
+		return
+	}
+	input, err := embedInput(fields["input"], "input")
+	if err == nil {
+		err = checkModel(q.Model)
+	}
+	if err != nil {
+		writeOllamaError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	req := &fleet.Request{Kind: fleet.KindEmbed, Model: q.Model, Input: input, Dimensions: q.Dimensions, Protocol: protocolOf(r, fleet.ProtocolOllama)}
+	ollamaRaw(req, "/api/embed", fields, q.Options)
+	s.ollamaEmbedAnswer(w, r, req, false)
+}
+
+// ollamaEmbeddings is POST /api/embeddings, Ollama's older single-prompt
+// form.
+func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request) {
+	q, fields, ok := readRequest[api.EmbeddingRequest](s, w, r, writeOllamaError)
+	if !ok {
+		return
+	}
+	if err := checkModel(q.Model); err != nil {
+		writeOllamaError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	req := &fleet.Request{Kind: fleet.KindEmbed, Model: q.Model, Input: []string{q.Prompt}, Protocol: protocolOf(r, fleet.ProtocolOllama)}
+	ollamaRaw(req, "/api/embeddings", fields, q.Options)
+	s.ollamaEmbedAnswer(w, r, req, true)
+}
+
+func (s *Server) ollamaEmbedAnswer(w http.ResponseWriter, r *http.Request, req *fleet.Request, legacy bool) {
 	start := time.Now()
 	ans, err := s.o.Router.Complete(r.Context(), req)
 	if err != nil {
@@ -267,31 +551,21 @@ func (s *Server) ollamaComplete(w http.ResponseWriter, r *http.Request, req *fle
 		return
 	}
 	routeHeaders(w.Header(), ans.Meta)
-	resp := api.ChatResponse{Model: ans.Candidate.Model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: cmp.Or(ans.FinishReason, "stop")}
-	resp.Message.Role = "assistant"
-	resp.Message.Content = ans.Message.Content
-	resp.Message.Thinking = ans.Message.Thinking
-	for _, tc := range ans.Message.ToolCalls {
-		resp.Message.ToolCalls = append(resp.Message.ToolCalls, ollamaToolCall(tc))
+	if sameDialect(req, ans.Meta, fleet.ProviderOllama) && len(ans.Fields) > 0 {
+		writeJSON(w, http.StatusOK, ans.Fields)
+		return
 	}
-	resp.TotalDuration = time.Since(start)
-	if ans.Usage != nil {
-		resp.PromptEvalCount, resp.EvalCount, resp.LoadDuration = ans.Usage.PromptTokens, ans.Usage.CompletionTokens, ans.Usage.LoadDuration
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) {
-	now := time.Now().UTC()
-	resp := api.ListResponse{Models: []api.ListModelResponse{{Name: router.AliasAuto, Model: router.AliasAuto, ModifiedAt: now}}}
-	for _, t := range s.o.Router.Fleet().Targets {
-		if !t.Candidate.Enabled {
-			continue
+	if legacy {
+		var vec []float32
+		if len(ans.Embeddings) > 0 {
+			vec = ans.Embeddings[0]
 		}
-		resp.Models = append(resp.Models, api.ListModelResponse{
-			Name: t.Candidate.ID, Model: t.Candidate.ID, ModifiedAt: now,
-			Details: api.ModelDetails{Format: string(t.Candidate.Provider), ParentModel: t.Candidate.Model},
-		})
+		writeJSON(w, http.StatusOK, map[string]any{"embedding": vec})
+		return
+	}
+	resp := api.EmbedResponse{Model: ans.Candidate.Model, Embeddings: ans.Embeddings, TotalDuration: time.Since(start)}
+	if ans.Usage != nil {
+		resp.PromptEvalCount, resp.LoadDuration = ans.Usage.PromptTokens, ans.Usage.LoadDuration
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

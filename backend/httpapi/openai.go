@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -38,6 +39,21 @@ type oaRequest struct {
 	Seed                *int            `json:"seed"`
 	Stop                json.RawMessage `json:"stop"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	LogitBias           json.RawMessage `json:"logit_bias"`
+	N                   *int            `json:"n"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
+	// Sampling extensions that vLLM and llama.cpp take.
+	TopK               *int     `json:"top_k"`
+	MinP               *float64 `json:"min_p"`
+	RepeatPenalty      *float64 `json:"repeat_penalty"`
+	RepetitionPenalty  *float64 `json:"repetition_penalty"`
+	ChatTemplateKwargs *struct {
+		EnableThinking *bool `json:"enable_thinking"`
+	} `json:"chat_template_kwargs"`
 }
 
 // oaTool is a function the model may call.
@@ -97,17 +113,17 @@ func (q *oaRequest) toFleet() (*fleet.Request, error) {
 		req.Thinking = true
 		req.ThinkLevel = effort
 	}
-	req.Options = fleet.Options{Temperature: q.Temperature, TopP: q.TopP, MaxTokens: q.MaxTokens, Seed: q.Seed}
-	if q.MaxCompletionTokens != nil {
-		req.Options.MaxTokens = q.MaxCompletionTokens
+	if k := q.ChatTemplateKwargs; k != nil && k.EnableThinking != nil && !*k.EnableThinking && !req.Thinking {
+		req.NoThinking = true
 	}
-	if len(q.Stop) > 0 && string(q.Stop) != "null" {
-		var one string
-		if json.Unmarshal(q.Stop, &one) == nil {
-			req.Options.Stop = []string{one}
-		} else if err := json.Unmarshal(q.Stop, &req.Options.Stop); err != nil {
-			return nil, errors.New("stop: expected a string or an array of strings")
-		}
+	opts, err := q.options()
+	if err != nil {
+		return nil, err
+	}
+	req.Options = opts
+	req.ToolChoice = q.ToolChoice
+	if isSet(q.LogitBias) {
+		req.DialectOnly = append(req.DialectOnly, "logit_bias")
 	}
 	for i, m := range q.Messages {
 		fm := fleet.Message{Role: m.Role, Name: m.Name, ToolCallID: m.ToolCallID}
@@ -129,6 +145,30 @@ func (q *oaRequest) toFleet() (*fleet.Request, error) {
 	return req, nil
 }
 
+// options reads the sampling settings shared by chat and completions.
+func (q *oaRequest) options() (fleet.Options, error) {
+	o := fleet.Options{
+		Temperature: q.Temperature, TopP: q.TopP, TopK: q.TopK, MinP: q.MinP, RepeatPenalty: q.RepeatPenalty,
+		PresencePenalty: q.PresencePenalty, FrequencyPenalty: q.FrequencyPenalty,
+		MaxTokens: cmp.Or(q.MaxCompletionTokens, q.MaxTokens), Seed: q.Seed, N: q.N, TopLogprobs: q.TopLogprobs,
+	}
+	if o.RepeatPenalty == nil {
+		o.RepeatPenalty = q.RepetitionPenalty
+	}
+	if q.Logprobs != nil {
+		o.Logprobs = *q.Logprobs
+	}
+	if len(q.Stop) > 0 && string(q.Stop) != "null" {
+		var one string
+		if json.Unmarshal(q.Stop, &one) == nil {
+			o.Stop = []string{one}
+		} else if err := json.Unmarshal(q.Stop, &o.Stop); err != nil {
+			return o, errors.New("stop: expected a string or an array of strings")
+		}
+	}
+	return o, nil
+}
+
 // openaiRoles are the roles of OpenAI chat messages.
 var openaiRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
 
@@ -142,6 +182,9 @@ func checkOpenAIOptions(q *oaRequest) error {
 	}{
 		{"temperature", q.Temperature, 0, 2},
 		{"top_p", q.TopP, 0, 1},
+		{"min_p", q.MinP, 0, 1},
+		{"presence_penalty", q.PresencePenalty, -2, 2},
+		{"frequency_penalty", q.FrequencyPenalty, -2, 2},
 	} {
 		if f.v != nil && (*f.v < f.min || *f.v > f.max) {
 			return fmt.Errorf("%s: %g is out of range [%g, %g]", f.name, *f.v, f.min, f.max)
@@ -154,6 +197,12 @@ func checkOpenAIOptions(q *oaRequest) error {
 		if f.v != nil && *f.v < 1 {
 			return fmt.Errorf("%s: %d is not a positive number of tokens", f.name, *f.v)
 		}
+	}
+	if q.N != nil && *q.N < 1 {
+		return fmt.Errorf("n: %d is not a positive number of answers", *q.N)
+	}
+	if q.TopLogprobs != nil && (*q.TopLogprobs < 0 || *q.TopLogprobs > 20) {
+		return fmt.Errorf("top_logprobs: %d is out of range [0, 20]", *q.TopLogprobs)
 	}
 	return nil
 }
@@ -211,12 +260,32 @@ func oaContent(raw json.RawMessage, m *fleet.Message) error {
 }
 
 func writeOpenAIError(w http.ResponseWriter, status int, typ, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": nil}})
+	writeOpenAIErrorCode(w, status, typ, "", msg)
+}
+
+// writeOpenAIErrorCode writes OpenAI's error object with a code
+// ("model_not_found"); "" is a null code.
+func writeOpenAIErrorCode(w http.ResponseWriter, status int, typ, code, msg string) {
+	var c any
+	if code != "" {
+		c = code
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}})
 }
 
 // writeOpenAIStatus writes an OpenAI error whose type follows from status.
 func writeOpenAIStatus(w http.ResponseWriter, status int, msg string) {
 	writeOpenAIError(w, status, openaiErrorType(status), msg)
+}
+
+// writeOpenAIRouteError writes a routing failure: an unknown model is
+// OpenAI's 404 with code model_not_found, which the SDKs read.
+func writeOpenAIRouteError(w http.ResponseWriter, status int, msg string) {
+	code := ""
+	if status == http.StatusNotFound {
+		code = "model_not_found"
+	}
+	writeOpenAIErrorCode(w, status, openaiErrorType(status), code, msg)
 }
 
 // openaiErrorType is the OpenAI error type for an HTTP status.
@@ -236,10 +305,38 @@ func openaiErrorType(status int) string {
 	return "server_error"
 }
 
+// decodeFields reads a JSON object body into q, and keeps its fields as
+// sent for an upstream of the caller's dialect (docs/API.md, "Fidelity").
+func (s *Server) decodeFields(w http.ResponseWriter, r *http.Request, q any) (map[string]json.RawMessage, int, error) {
+	var body json.RawMessage
+	if status, err := s.decodeBody(w, r, &body); err != nil {
+		return nil, status, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return nil, http.StatusBadRequest, errors.New("expected a JSON object")
+	}
+	if err := json.Unmarshal(body, q); err != nil {
+		status, err := s.bodyError(err)
+		return nil, status, err
+	}
+	return fields, 0, nil
+}
+
+// readRequest decodes a request body of type T, keeping its fields as
+// decodeFields does; a bad body is answered with write, and ok is false.
+func readRequest[T any](s *Server, w http.ResponseWriter, r *http.Request, write func(http.ResponseWriter, int, string)) (q T, fields map[string]json.RawMessage, ok bool) {
+	fields, status, err := s.decodeFields(w, r, &q)
+	if err != nil {
+		write(w, status, err.Error())
+		return q, nil, false
+	}
+	return q, fields, true
+}
+
 func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
-	var q oaRequest
-	if status, err := s.decodeBody(w, r, &q); err != nil {
-		writeOpenAIError(w, status, openaiErrorType(status), err.Error())
+	q, fields, ok := readRequest[oaRequest](s, w, r, writeOpenAIStatus)
+	if !ok {
 		return
 	}
 	req, err := q.toFleet()
@@ -248,13 +345,31 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Protocol = protocolOf(r, fleet.ProtocolOpenAI)
+	if req.Protocol == fleet.ProtocolOpenAI {
+		req.Raw = &fleet.Raw{Dialect: fleet.ProviderOpenAI, Endpoint: "/v1/chat/completions", Fields: fields}
+	}
+	includeUsage := q.StreamOptions != nil && q.StreamOptions.IncludeUsage
 	if !q.Stream {
 		s.openaiComplete(w, r, req)
 		return
 	}
+	s.openaiStream(w, r, req, includeUsage, chatChunks)
+}
+
+// The two kinds of OpenAI stream: chat.completion.chunk and
+// text_completion.
+const (
+	chatChunks = iota
+	textChunks
+)
+
+// openaiStream routes req and writes its answer as OpenAI's SSE: the
+// upstream's own events when it speaks OpenAI too, else events made from
+// the chunks.
+func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req *fleet.Request, includeUsage bool, kind int) {
 	st, err := s.o.Router.Stream(r.Context(), req)
 	if err != nil {
-		s.failRoute(w, r, err, writeOpenAIStatus)
+		s.failRoute(w, r, err, writeOpenAIRouteError)
 		return
 	}
 	defer st.Close()
@@ -266,14 +381,18 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	includeUsage := q.StreamOptions != nil && q.StreamOptions.IncludeUsage
+	same := sameDialect(req, meta, fleet.ProviderOpenAI)
 	cw := newChunkWriter(w, s.o.WriteTimeout)
-	enc := oaChunkEncoder{id: "chatcmpl-" + meta.RequestID, created: time.Now().Unix(), model: meta.Candidate.Model}
+	enc := oaChunkEncoder{id: "chatcmpl-" + meta.RequestID, created: time.Now().Unix(), model: meta.Candidate.Model,
+		ids: callIDs{prefix: meta.RequestID}, text: kind == textChunks}
+	if enc.text {
+		enc.id = "cmpl-" + meta.RequestID
+	}
 	var usage *fleet.Usage
 	for {
 		ch, err := st.Recv()
 		if err == io.EOF {
-			if includeUsage {
+			if includeUsage && !same {
 				cw.buf = enc.appendUsage(cw.buf, usage)
 			}
 			cw.buf = append(cw.buf, "data: [DONE]\n\n"...)
@@ -292,42 +411,136 @@ func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
 		if ch.Usage != nil {
 			usage = ch.Usage
 		}
-		if !enc.wants(&ch) {
-			continue
+		if same {
+			// The upstream's event as it came, every field kept; its
+			// usage for a caller that asked for usage only.
+			raw := ch.Raw
+			if !includeUsage && usageOnly(&ch) {
+				raw = withoutUsage(raw)
+			}
+			if len(raw) == 0 {
+				continue
+			}
+			cw.buf = append(cw.buf, "data: "...)
+			cw.buf = append(cw.buf, raw...)
+			cw.buf = append(cw.buf, "\n\n"...)
+		} else {
+			if !enc.wants(&ch) {
+				continue
+			}
+			cw.buf = enc.appendChunk(cw.buf, &ch)
 		}
-		cw.buf = enc.appendChunk(cw.buf, &ch)
 		if err := cw.flush(); err != nil {
 			return // the caller went away; Close records the abort
 		}
 	}
 }
 
-// oaChunkEncoder writes chat.completion.chunk events by hand: they are the
-// hot path of every stream, and appending to one buffer costs no
-// allocation per chunk.
+// sameDialect reports whether the upstream that serves req speaks the
+// caller's dialect p, so its events may go out as they came. Switchyard's
+// own UI always reads Switchyard's events.
+func sameDialect(req *fleet.Request, meta router.Meta, p fleet.Provider) bool {
+	return req.RawFor(p) != nil && meta.Candidate.Provider == p && req.Protocol != fleet.ProtocolUI
+}
+
+// withoutUsage is a usage-only event without its usage, for a caller that
+// did not ask for usage (Switchyard asks, for the history); nil when
+// nothing else is in it. llama.cpp puts its timings there.
+func withoutUsage(raw []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	delete(m, "usage")
+	for k := range m {
+		switch k {
+		case "id", "object", "created", "model", "system_fingerprint", "choices":
+		default:
+			b, _ := json.Marshal(m)
+			return b
+		}
+	}
+	return nil
+}
+
+// usageOnly reports whether ch is a usage report and nothing else (the
+// last event of a stream with include_usage).
+func usageOnly(ch *fleet.Chunk) bool {
+	return ch.Usage != nil && !ch.IsFirstToken() && ch.FinishReason == "" && ch.Role == ""
+}
+
+// callIDs gives a tool call without an id one (an Ollama before 0.12
+// sends none; OpenAI's clients need one to answer the call), the same for
+// every delta of the call.
+type callIDs struct {
+	prefix string
+	given  []bool // by call index: an id was sent
+}
+
+// fill sets tc's id when the caller has not had one for its call yet.
+func (ids *callIDs) fill(tc *fleet.ToolCall) {
+	if tc.Index < 0 || tc.Index > 1024 {
+		return
+	}
+	for len(ids.given) <= tc.Index {
+		ids.given = append(ids.given, false)
+	}
+	if ids.given[tc.Index] {
+		return
+	}
+	if tc.ID == "" {
+		tc.ID = "call_" + ids.prefix + "_" + strconv.Itoa(tc.Index)
+	}
+	ids.given[tc.Index] = true
+}
+
+// oaChunkEncoder writes chat.completion.chunk events (or text_completion
+// ones) by hand: they are the hot path of every stream, and appending to
+// one buffer costs no allocation per chunk.
 type oaChunkEncoder struct {
 	id      string
 	created int64
 	model   string
+	text    bool // text_completion events (/v1/completions)
 	sawRole bool
+	called  bool // a tool call was sent: a "stop" that ends the answer is "tool_calls"
+	ids     callIDs
 }
 
 // wants reports whether ch has anything an OpenAI caller should see.
 func (e *oaChunkEncoder) wants(ch *fleet.Chunk) bool {
-	return ch.IsFirstToken() || ch.FinishReason != "" || (ch.Role != "" && !e.sawRole)
+	return ch.IsFirstToken() || ch.FinishReason != "" || (ch.Role != "" && !e.sawRole && !e.text)
 }
 
 func (e *oaChunkEncoder) head(dst []byte) []byte {
 	dst = append(dst, `data: {"id":`...)
 	dst = appendString(dst, e.id)
-	dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
+	if e.text {
+		dst = append(dst, `,"object":"text_completion","created":`...)
+	} else {
+		dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
+	}
 	dst = strconv.AppendInt(dst, e.created, 10)
 	dst = append(dst, `,"model":`...)
 	return appendString(dst, e.model)
 }
 
+// finish is the finish_reason an OpenAI caller sees for reason.
+func (e *oaChunkEncoder) finish(reason string) string {
+	if reason == "stop" && e.called {
+		return "tool_calls"
+	}
+	return reason
+}
+
 func (e *oaChunkEncoder) appendChunk(dst []byte, ch *fleet.Chunk) []byte {
 	dst = e.head(dst)
+	if e.text {
+		dst = append(dst, `,"choices":[{"index":0,"text":`...)
+		dst = appendString(dst, ch.Content)
+		dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+		return e.appendFinish(dst, ch)
+	}
 	dst = append(dst, `,"choices":[{"index":0,"delta":{`...)
 	comma := false
 	field := func(name, v string) {
@@ -352,11 +565,14 @@ func (e *oaChunkEncoder) appendChunk(dst []byte, ch *fleet.Chunk) []byte {
 		field("reasoning_content", ch.Reasoning)
 	}
 	if len(ch.ToolCalls) > 0 {
+		e.called = true
 		if comma {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `"tool_calls":[`...)
-		for i, tc := range ch.ToolCalls {
+		for i := range ch.ToolCalls {
+			tc := ch.ToolCalls[i]
+			e.ids.fill(&tc)
 			if i > 0 {
 				dst = append(dst, ',')
 			}
@@ -379,9 +595,19 @@ func (e *oaChunkEncoder) appendChunk(dst []byte, ch *fleet.Chunk) []byte {
 		}
 		dst = append(dst, ']')
 	}
-	dst = append(dst, `},"finish_reason":`...)
+	dst = append(dst, '}')
+	if len(ch.Logprobs) > 0 {
+		dst = append(dst, `,"logprobs":{"content":`...)
+		dst = append(dst, ch.Logprobs...)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"finish_reason":`...)
+	return e.appendFinish(dst, ch)
+}
+
+func (e *oaChunkEncoder) appendFinish(dst []byte, ch *fleet.Chunk) []byte {
 	if ch.FinishReason != "" {
-		dst = appendString(dst, ch.FinishReason)
+		dst = appendString(dst, e.finish(ch.FinishReason))
 	} else {
 		dst = append(dst, "null"...)
 	}
@@ -413,10 +639,11 @@ type oaCompletion struct {
 }
 
 type oaChoice struct {
-	Index        int       `json:"index"`
-	Message      oaAnswer  `json:"message"`
-	FinishReason string    `json:"finish_reason"`
-	Logprobs     *struct{} `json:"logprobs"`
+	Index        int             `json:"index"`
+	Message      *oaAnswer       `json:"message,omitempty"`
+	Text         *string         `json:"text,omitempty"`
+	FinishReason string          `json:"finish_reason"`
+	Logprobs     json.RawMessage `json:"logprobs"`
 }
 
 type oaAnswer struct {
@@ -436,25 +663,69 @@ type oaUsage struct {
 func (s *Server) openaiComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request) {
 	ans, err := s.o.Router.Complete(r.Context(), req)
 	if err != nil {
-		s.failRoute(w, r, err, writeOpenAIStatus)
+		s.failRoute(w, r, err, writeOpenAIRouteError)
 		return
 	}
 	routeHeaders(w.Header(), ans.Meta)
-	msg := oaAnswer{Role: "assistant", Content: ans.Message.Content, Reasoning: ans.Message.Thinking, ReasoningContent: ans.Message.Thinking}
-	for _, tc := range ans.Message.ToolCalls {
-		var c oaToolCall
-		c.ID, c.Type = tc.ID, "function"
-		c.Function.Name, c.Function.Arguments = tc.Name, tc.Arguments
-		msg.ToolCalls = append(msg.ToolCalls, c)
+	writeJSON(w, http.StatusOK, openaiAnswer(req, ans, "chat.completion"))
+}
+
+// openaiAnswer is the non-streamed answer to req: a chat.completion, or a
+// text_completion (object). From an upstream of the same dialect it keeps
+// every top-level field the upstream sent (system_fingerprint, usage with
+// its details, timings, ...), with the answer put together from the stream.
+func openaiAnswer(req *fleet.Request, ans *router.Answer, object string) any {
+	choice := oaChoice{FinishReason: cmp.Or(ans.FinishReason, "stop")}
+	if len(ans.Logprobs) > 0 {
+		choice.Logprobs = json.RawMessage(`{"content":` + string(ans.Logprobs) + `}`)
+	}
+	if object == "text_completion" {
+		choice.Text = &ans.Message.Content
+		choice.Logprobs = nil // the legacy logprobs shape comes only with the upstream's own fields
+	} else {
+		msg := &oaAnswer{Role: "assistant", Content: ans.Message.Content, Reasoning: ans.Message.Thinking, ReasoningContent: ans.Message.Thinking}
+		ids := callIDs{prefix: ans.RequestID}
+		for _, tc := range ans.Message.ToolCalls {
+			ids.fill(&tc)
+			var c oaToolCall
+			c.ID, c.Type = tc.ID, "function"
+			c.Function.Name, c.Function.Arguments = tc.Name, tc.Arguments
+			msg.ToolCalls = append(msg.ToolCalls, c)
+		}
+		if len(msg.ToolCalls) > 0 && choice.FinishReason == "stop" {
+			choice.FinishReason = "tool_calls"
+		}
+		choice.Message = msg
+	}
+	prefix := "chatcmpl-"
+	if object == "text_completion" {
+		prefix = "cmpl-"
 	}
 	out := oaCompletion{
-		ID: "chatcmpl-" + ans.RequestID, Object: "chat.completion", Created: time.Now().Unix(), Model: ans.Candidate.Model,
-		Choices: []oaChoice{{Message: msg, FinishReason: cmp.Or(ans.FinishReason, "stop")}},
+		ID: prefix + ans.RequestID, Object: object, Created: time.Now().Unix(), Model: ans.Candidate.Model,
+		Choices: []oaChoice{choice},
 	}
 	if ans.Usage != nil {
 		out.Usage = oaUsage{ans.Usage.PromptTokens, ans.Usage.CompletionTokens, ans.Usage.PromptTokens + ans.Usage.CompletionTokens}
 	}
-	writeJSON(w, http.StatusOK, out)
+	if !sameDialect(req, ans.Meta, fleet.ProviderOpenAI) || len(ans.Fields) == 0 {
+		return out
+	}
+	// The upstream's fields, with what the stream's events could not say
+	// in their own shape put over them.
+	fields := maps.Clone(ans.Fields)
+	b, _ := json.Marshal(out)
+	var mine map[string]json.RawMessage
+	json.Unmarshal(b, &mine)
+	for _, k := range []string{"object", "choices"} {
+		fields[k] = mine[k]
+	}
+	for _, k := range []string{"id", "created", "model", "usage"} {
+		if _, ok := fields[k]; !ok {
+			fields[k] = mine[k]
+		}
+	}
+	return fields
 }
 
 func (s *Server) openaiModels(w http.ResponseWriter, r *http.Request) {

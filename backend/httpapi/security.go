@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -13,14 +15,26 @@ import (
 )
 
 // WebviewOrigins are the origins of the Wails webview (Linux/macOS, and
-// Windows), always allowed to call the API.
+// Windows), allowed to call the API in the desktop app.
 var WebviewOrigins = []string{"wails://wails", "http://wails.localhost"}
+
+// LocalAppOrigins are the browser origins allowed by default, as Ollama
+// allows them: pages on this machine and the app shells local model users
+// run (Obsidian's app://, Tauri, VS Code webviews, files). A "*" stands for
+// any text without a "/".
+var LocalAppOrigins = []string{
+	"http://localhost", "https://localhost", "http://localhost:*", "https://localhost:*",
+	"http://127.0.0.1", "https://127.0.0.1", "http://127.0.0.1:*", "https://127.0.0.1:*",
+	"http://[::1]", "http://[::1]:*",
+	"app://*", "file://*", "tauri://*", "vscode-webview://*", "vscode-file://*",
+}
 
 // guard applies the checks of docs/DESIGN.md, "Security", to every request, in order: Host
 // allowlist (DNS rebinding), browser origin, bearer token, body limit.
 type guard struct {
 	hosts     map[string]bool // exact Host values allowed; nil means any (non-loopback bind with a key)
 	origins   map[string]bool // browser origins allowed
+	patterns  []string        // browser origins allowed, with "*" (path.Match)
 	keyHash   [32]byte
 	hasKey    bool
 	bodyLimit int64
@@ -29,9 +43,13 @@ type guard struct {
 // Security is what a config reload may change in the checks while the
 // server runs.
 type Security struct {
-	APIKey         string
+	APIKey string
+	// AllowedOrigins are browser origins allowed besides LocalAppOrigins;
+	// "*" stands for any text without a "/" ("chrome-extension://*").
 	AllowedOrigins []string
 	BodyLimit      int64 // default 4 MiB
+	// Webview allows the desktop app's webview (WebviewOrigins).
+	Webview bool
 }
 
 func newGuard(listen string, sec Security) *guard {
@@ -53,11 +71,18 @@ func newGuard(listen string, sec Security) *guard {
 	}
 	// A non-loopback bind requires a key (config validation); any Host may
 	// then reach it, and the key is what keeps it safe.
-	for _, o := range WebviewOrigins {
-		g.origins[o] = true
+	if sec.Webview {
+		for _, o := range WebviewOrigins {
+			g.origins[o] = true
+		}
 	}
-	for _, o := range allowedOrigins {
-		g.origins[strings.TrimRight(o, "/")] = true
+	for _, o := range append(slices.Clone(LocalAppOrigins), allowedOrigins...) {
+		o = strings.TrimRight(o, "/")
+		if strings.Contains(o, "*") {
+			g.patterns = append(g.patterns, o)
+		} else {
+			g.origins[o] = true
+		}
 	}
 	if apiKey != "" {
 		g.hasKey = true
@@ -85,7 +110,7 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 		if origin != "" {
 			// Its own origin (the UI it served, under the Host that passed
 			// the allowlist above) is always allowed.
-			if !g.origins[origin] && !g.self(origin, r.Host) {
+			if !g.allowed(origin) && !g.self(origin, r.Host) {
 				deny(w, r, http.StatusForbidden, "origin "+origin+" is not allowed (add it to allowed_origins)")
 				return
 			}
@@ -108,7 +133,7 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 				return
 			}
 		}
-		if needsKey(r) && r.Header.Get("Sec-Fetch-Site") == "cross-site" && (origin == "" || !g.origins[origin]) {
+		if needsKey(r) && r.Header.Get("Sec-Fetch-Site") == "cross-site" && (origin == "" || !g.allowed(origin)) {
 			// A page of another site reaching the API with the browser's
 			// own request (an <img>, a form, a script tag): never.
 			deny(w, r, http.StatusForbidden, "cross-site request refused: only the UI and allowed origins may call the API from a browser")
@@ -130,6 +155,19 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// allowed reports whether a browser origin may call the API.
+func (g *guard) allowed(origin string) bool {
+	if g.origins[origin] {
+		return true
+	}
+	for _, p := range g.patterns {
+		if ok, _ := path.Match(p, origin); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // self reports whether origin is the server's own (the UI served by it).

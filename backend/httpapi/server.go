@@ -9,6 +9,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"net/http"
 	"path"
@@ -40,15 +41,26 @@ type Demo interface {
 	SetFault(candidate, fault string) (schema.DemoServer, error)
 }
 
+// Upstreams reach a candidate's server outside routing: model details,
+// resident models, loading, and requests passed through unchanged.
+type Upstreams interface {
+	// Do sends method path (as a caller of Switchyard names it: /api/...,
+	// /v1/...) to c's server and returns its answer, whatever its status.
+	Do(ctx context.Context, c fleet.Candidate, method, path string, header http.Header, body io.Reader) (*http.Response, error)
+}
+
 // Options configure a Server. Router is required; nil History, Demo,
-// Metrics and UI turn their endpoints off (404).
+// Metrics and UI turn their endpoints off (404); nil Upstreams answers
+// what needs a server's own word from Switchyard's view alone and passes
+// nothing through.
 type Options struct {
-	Router  *router.Router
-	History History
-	Hub     *Hub
-	Demo    Demo
-	Metrics http.Handler
-	UI      fs.FS // the built frontend (frontend/dist)
+	Router    *router.Router
+	Upstreams Upstreams
+	History   History
+	Hub       *Hub
+	Demo      Demo
+	Metrics   http.Handler
+	UI        fs.FS // the built frontend (frontend/dist)
 	// Status returns the document of GET /switchyard/v1/status; Config
 	// that of GET /switchyard/v1/config.
 	Status func() schema.Status
@@ -59,8 +71,11 @@ type Options struct {
 	Listen string
 	// APIKey, when set, is required as a bearer token.
 	APIKey string
-	// AllowedOrigins are extra browser origins allowed to call the API.
+	// AllowedOrigins are extra browser origins allowed to call the API
+	// (Security.AllowedOrigins).
 	AllowedOrigins []string
+	// Webview allows the desktop app's webview to call the API.
+	Webview bool
 	// BodyLimit caps request bodies. Default 4 MiB.
 	BodyLimit int64
 	// Version is reported by the status endpoint.
@@ -132,11 +147,23 @@ func New(o Options) *Server {
 		o.Hub = NewHub()
 	}
 	s := &Server{o: o, closing: make(chan struct{})}
-	s.guard.Store(newGuard(o.Listen, Security{APIKey: o.APIKey, AllowedOrigins: o.AllowedOrigins, BodyLimit: o.BodyLimit}))
+	s.guard.Store(newGuard(o.Listen, Security{APIKey: o.APIKey, AllowedOrigins: o.AllowedOrigins, BodyLimit: o.BodyLimit, Webview: o.Webview}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.openaiChat)
+	mux.HandleFunc("POST /v1/completions", s.openaiCompletions)
+	mux.HandleFunc("POST /v1/embeddings", s.openaiEmbeddings)
 	mux.HandleFunc("GET /v1/models", s.openaiModels)
+	mux.HandleFunc("GET /v1/models/{id...}", s.openaiModel)
 	mux.HandleFunc("POST /api/chat", s.ollamaChat)
+	mux.HandleFunc("POST /api/generate", s.ollamaGenerate)
+	mux.HandleFunc("POST /api/embed", s.ollamaEmbed)
+	mux.HandleFunc("POST /api/embeddings", s.ollamaEmbeddings)
+	mux.HandleFunc("POST /api/show", s.ollamaShow)
+	mux.HandleFunc("GET /api/ps", s.ollamaPS)
+	for _, p := range []string{"POST /api/pull", "POST /api/push", "POST /api/create", "DELETE /api/delete", "POST /api/copy",
+		"HEAD /api/blobs/{digest}", "POST /api/blobs/{digest}"} {
+		mux.HandleFunc(p, s.ollamaManage)
+	}
 	mux.HandleFunc("GET /api/tags", s.ollamaTags)
 	mux.HandleFunc("GET /api/version", s.ollamaVersion)
 	mux.HandleFunc("HEAD /api/version", s.ollamaVersion)
@@ -152,12 +179,15 @@ func New(o Options) *Server {
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
-	mux.Handle("/switchyard/", unrouted(mux, writeJSONError))
-	mux.Handle("/v1/", unrouted(mux, writeOpenAIStatus))
-	mux.Handle("/api/", unrouted(mux, writeOllamaError))
+	mux.Handle("/switchyard/", unrouted(mux, writeJSONError, nil))
+	mux.Handle("/v1/", unrouted(mux, writeOpenAIStatus, s.passThrough(writeOpenAIStatus)))
+	mux.Handle("/api/", unrouted(mux, writeOllamaError, s.passThrough(writeOllamaError)))
+	var ui http.Handler
 	if o.UI != nil {
-		mux.Handle("/", uiFiles(o.UI))
+		ui = uiFiles(o.UI)
+		mux.Handle("/", ui)
 	}
+	mux.HandleFunc("GET /{$}", s.root(ui))
 	s.handler = wrap(&s.guard, mux)
 	return s
 }
@@ -178,8 +208,9 @@ func (s *Server) HTTPServer() *http.Server {
 }
 
 // unrouted answers a request no endpoint took, in the protocol of its
-// path: 405 with Allow when the path exists for other methods, else 404.
-func unrouted(mux *http.ServeMux, write func(http.ResponseWriter, int, string)) http.Handler {
+// path: 405 with Allow when the path exists for other methods, else
+// other (a pass-through) or 404 when there is none.
+func unrouted(mux *http.ServeMux, write func(http.ResponseWriter, int, string), other http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, own := mux.Handler(r)
 		var allow []string
@@ -190,12 +221,15 @@ func unrouted(mux *http.ServeMux, write func(http.ResponseWriter, int, string)) 
 				allow = append(allow, m)
 			}
 		}
-		if len(allow) > 0 {
+		switch {
+		case len(allow) > 0:
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			write(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+clipText(r.URL.Path, 200)+" (use "+strings.Join(allow, ", ")+")")
-			return
+		case other != nil:
+			other.ServeHTTP(w, r)
+		default:
+			write(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+clipText(r.URL.Path, 200))
 		}
-		write(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+clipText(r.URL.Path, 200))
 	})
 }
 

@@ -33,6 +33,8 @@ func failureStatus(f fleet.Failure, attempts []fleet.Attempt) int {
 			return http.StatusBadRequest
 		}
 		return http.StatusBadGateway
+	case fleet.FailureUnsupported:
+		return http.StatusBadRequest
 	case fleet.FailureUpstreamAuth:
 		return http.StatusBadGateway // Switchyard's credentials, not the caller's
 	case fleet.FailureClientGone:

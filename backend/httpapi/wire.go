@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -130,7 +131,9 @@ func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, wr
 		status, msg = http.StatusServiceUnavailable, "switchyard is shutting down; retry in a moment"
 		w.Header().Set("Retry-After", "1")
 	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
-		w.Header().Set("Retry-After", "1")
+		// When the first candidate may be tried again, in whole seconds.
+		wait := max(s.o.Router.RetryAfter(), time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 	}
 	write(w, status, msg)
 }

@@ -85,10 +85,25 @@ func (s *Server) CLI(t testing.TB, timeout time.Duration, args ...string) (strin
 	if s.Kind != "ollama" {
 		t.Fatalf("realserver: ollama CLI on a %s", s.Kind)
 	}
+	return s.bundle.cli(s.home, s.Addr, timeout, args...)
+}
+
+// CLI runs the ollama command line against host (host:port, e.g. a
+// Switchyard in front of servers), with a home of its own under t's temp
+// dir, and kills it after timeout; see Server.CLI.
+func (b *Bundle) CLI(t testing.TB, host string, timeout time.Duration, args ...string) (string, error) {
+	t.Helper()
+	if b.OllamaBin == "" {
+		t.Skip("realserver: ollama not found: set " + EnvDir + " or put ollama on PATH")
+	}
+	return b.cli(t.TempDir(), host, timeout, args...)
+}
+
+func (b *Bundle) cli(home, host string, timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, s.bundle.OllamaBin, args...)
-	cmd.Env = cleanEnv("HOME="+s.home, "OLLAMA_HOST="+s.Addr, "TERM=dumb", "NO_COLOR=1")
+	cmd := exec.CommandContext(ctx, b.OllamaBin, args...)
+	cmd.Env = cleanEnv("HOME="+home, "OLLAMA_HOST="+host, "TERM=dumb", "NO_COLOR=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second

@@ -17,7 +17,7 @@ type memStream struct {
 	i      int
 }
 
-func (m *memBackend) ChatStream(context.Context, fleet.Candidate, *fleet.Request) (fleet.Stream, error) {
+func (m *memBackend) Open(context.Context, fleet.Candidate, *fleet.Request) (fleet.Stream, error) {
 	return &memStream{chunks: m.chunks}, nil
 }
 

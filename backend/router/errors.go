@@ -25,6 +25,10 @@ type Error struct {
 // ErrAllFailed is the cause of an Error when every candidate failed.
 var ErrAllFailed = errors.New("all candidates failed")
 
+// ErrUnsupported is the cause of an Error when no candidate can do what
+// the request asks.
+var ErrUnsupported = errors.New("no candidate can serve this request")
+
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Err.Error())

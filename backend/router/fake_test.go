@@ -69,7 +69,7 @@ func (f *fakeBackend) counts(id string) (opened, closed int) {
 	return f.opened[id], f.closed[id]
 }
 
-func (f *fakeBackend) ChatStream(ctx context.Context, c fleet.Candidate, _ *fleet.Request) (fleet.Stream, error) {
+func (f *fakeBackend) Open(ctx context.Context, c fleet.Candidate, _ *fleet.Request) (fleet.Stream, error) {
 	f.mu.Lock()
 	sc, ok := f.scripts[c.ID]
 	f.mu.Unlock()

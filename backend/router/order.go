@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/breaker"
@@ -66,20 +67,11 @@ func (st *state) resolve(model string, thinking bool) (first string, think bool,
 // candidates under GPU pressure. A server that is full keeps its place:
 // the request waits in its queue up to the learned deadline, then moves on.
 func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error) {
-	first, think, err := st.resolve(req.Model, req.Thinking)
+	ordered, think, err := st.order(req)
 	if err != nil {
 		return plan{}, err
 	}
 	p := plan{thinking: think}
-	ordered := make([]Target, 0, len(st.targets))
-	if i, ok := st.byID[first]; ok && eligible(st.targets[i].Candidate, think) {
-		ordered = append(ordered, st.targets[i])
-	}
-	for _, t := range st.targets {
-		if t.Candidate.ID != first && eligible(t.Candidate, think) {
-			ordered = append(ordered, t)
-		}
-	}
 	if len(ordered) == 0 {
 		return plan{}, fleet.ErrNoCandidates
 	}
@@ -105,8 +97,11 @@ func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error
 		case v.missing != "" && now.Sub(r.missingSince(c.ID)) < MissingRecheck:
 			skip(fleet.OutcomeError, fleet.FaultConfig, "skipped: %s", v.missing)
 			continue
-		case lacking(v.lacks, req, think) != "":
-			skip(fleet.OutcomeError, fleet.FaultCapability, "skipped: the model does not support %s", lacking(v.lacks, req, think))
+		case lacking(c, v.lacks, req, think) != "":
+			skip(fleet.OutcomeError, fleet.FaultCapability, "skipped: the model does not support %s", lacking(c, v.lacks, req, think))
+			continue
+		case refused(t, req) != nil:
+			skip(fleet.OutcomeError, fleet.FaultCapability, "skipped: %v", refused(t, req))
 			continue
 		case v.loading:
 			skip(fleet.OutcomeBusy, fleet.FaultLoading, "skipped: the server is loading the model")
@@ -136,11 +131,80 @@ func (r *Router) missingSince(id string) time.Time {
 	return m.missingSince
 }
 
-// lacking returns what req needs that the model lacks, as its server said
-// ("thinking", "tools", "vision"), or "".
-func lacking(lacks map[string]bool, req *fleet.Request, thinking bool) string {
-	if len(lacks) == 0 {
+// order is the candidates req may go to, first choice first, and whether
+// it is routed in thinking mode. A chat or a generation goes to the first
+// choice, then to every other enabled candidate that can answer it. An
+// embedding goes only to candidates of the same model as the first choice:
+// another model's vectors live in another space, and mixing them would
+// spoil the caller's index.
+func (st *state) order(req *fleet.Request) ([]Target, bool, error) {
+	if req.KindOf() == fleet.KindEmbed {
+		return st.embedOrder(req.Model)
+	}
+	first, think, err := st.resolve(req.Model, req.Thinking)
+	if err != nil {
+		return nil, false, err
+	}
+	ordered := make([]Target, 0, len(st.targets))
+	if i, ok := st.byID[first]; ok {
+		// Named, an embedding model keeps its place to be skipped with
+		// the reason on record.
+		if c := st.targets[i].Candidate; eligible(c, think) || (c.Enabled && c.EmbedOnly) {
+			ordered = append(ordered, st.targets[i])
+		}
+	}
+	for _, t := range st.targets {
+		if t.Candidate.ID != first && eligible(t.Candidate, think) {
+			ordered = append(ordered, t)
+		}
+	}
+	return ordered, think, nil
+}
+
+// embedOrder is the order of an embedding request: for "auto" the first
+// candidate known to embed, else the one named; then the other candidates
+// serving the same model.
+func (st *state) embedOrder(model string) ([]Target, bool, error) {
+	var first Target
+	if model == "" || model == AliasAuto {
+		i := slices.IndexFunc(st.targets, func(t Target) bool { return t.Candidate.Enabled && t.Candidate.Embeds })
+		if i < 0 {
+			return nil, false, fmt.Errorf("%w: no candidate is known to make embeddings; name an embedding model, or set embeddings: true on its candidate", fleet.ErrNoCandidates)
+		}
+		first = st.targets[i]
+	} else {
+		id, _, err := st.resolve(model, false)
+		if err != nil {
+			return nil, false, err
+		}
+		first = st.targets[st.byID[id]]
+	}
+	ordered := []Target{first}
+	for _, t := range st.targets {
+		c := t.Candidate
+		if c.ID != first.Candidate.ID && c.Enabled && fleet.SameModel(c.Model, first.Candidate.Model) {
+			ordered = append(ordered, t)
+		}
+	}
+	if !first.Candidate.Enabled {
+		ordered = ordered[1:]
+	}
+	return ordered, false, nil
+}
+
+// lacking returns what req needs that c's model lacks, as the config or
+// its server said ("thinking", "tools", "vision", "embedding",
+// "completion", "insert"), or "".
+func lacking(c fleet.Candidate, lacks map[string]bool, req *fleet.Request, thinking bool) string {
+	kind := req.KindOf()
+	switch {
+	case kind == fleet.KindEmbed:
+		if lacks["embedding"] {
+			return "embedding"
+		}
 		return ""
+	case c.EmbedOnly || lacks["completion"]:
+		return "completion (it makes embeddings only)"
 	}
 	switch {
 	case thinking && lacks["thinking"]:
@@ -149,11 +213,25 @@ func lacking(lacks map[string]bool, req *fleet.Request, thinking bool) string {
 		return "tools"
 	case lacks["vision"] && hasImages(req):
 		return "vision"
+	case kind == fleet.KindGenerate && req.Suffix != "" && lacks["insert"]:
+		return "insert (a suffix)"
 	}
 	return ""
 }
 
+// refused is why t's adapter can't carry req to t's candidate unchanged
+// (fleet.Checker), nil when it can.
+func refused(t Target, req *fleet.Request) error {
+	if ch, ok := t.Backend.(fleet.Checker); ok {
+		return ch.Check(t.Candidate, req)
+	}
+	return nil
+}
+
 func hasImages(req *fleet.Request) bool {
+	if len(req.Images) > 0 {
+		return true
+	}
 	for _, m := range req.Messages {
 		if len(m.Images) > 0 {
 			return true
@@ -162,6 +240,7 @@ func hasImages(req *fleet.Request) bool {
 	return false
 }
 
+// eligible reports whether c is in the chain of a chat or a generation.
 func eligible(c fleet.Candidate, thinking bool) bool {
-	return c.Enabled && (!thinking || c.SupportsThinking)
+	return c.Enabled && !c.EmbedOnly && (!thinking || c.SupportsThinking)
 }

@@ -25,7 +25,7 @@ type randomBackend struct {
 
 const answerLen = 8
 
-func (f *randomBackend) ChatStream(ctx context.Context, c fleet.Candidate, _ *fleet.Request) (fleet.Stream, error) {
+func (f *randomBackend) Open(ctx context.Context, c fleet.Candidate, _ *fleet.Request) (fleet.Stream, error) {
 	f.mu.Lock()
 	mode, waits := f.rng.IntN(6), make([]time.Duration, answerLen+2)
 	for i := range waits {

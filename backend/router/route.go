@@ -1,10 +1,13 @@
 package router
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +62,17 @@ type Answer struct {
 	FinishReason string
 	Usage        *fleet.Usage
 	Model        string // the model name the upstream reported
+	// Logprobs are the answer's token log probabilities, one JSON array
+	// (see fleet.Chunk.Logprobs); nil when none came.
+	Logprobs json.RawMessage
+	// Embeddings are the vectors of an embedding request.
+	Embeddings [][]float32
+	// Fields are the top-level fields of the upstream's answer as it sent
+	// them, from its first event and those that ended it (finish, usage),
+	// later ones winning: what a caller of the upstream's dialect should
+	// still see of them (system_fingerprint, timings, usage details,
+	// Ollama's durations).
+	Fields map[string]json.RawMessage
 }
 
 // Complete routes a non-streaming request (docs/DESIGN.md, "Non-streaming
@@ -207,7 +221,23 @@ func (ru *run) commitNext() (*Stream, error) {
 	if len(ru.rec.Attempts) == 0 {
 		return nil, ru.fail(fleet.FailureNoCandidates, fleet.ErrNoCandidates)
 	}
+	if err := unsupported(ru.rec.Attempts); err != nil {
+		return nil, ru.fail(fleet.FailureUnsupported, err)
+	}
 	return nil, ru.fail(fleet.FailureUnavailable, ErrAllFailed)
+}
+
+// unsupported says why no candidate could serve the request when every
+// one of them lacked what it asks for; nil when any failed otherwise.
+func unsupported(attempts []fleet.Attempt) error {
+	why := make([]string, 0, len(attempts))
+	for _, a := range attempts {
+		if a.Fault != fleet.FaultCapability {
+			return nil
+		}
+		why = append(why, a.Candidate+": "+strings.TrimPrefix(a.Error, "skipped: "))
+	}
+	return fmt.Errorf("%w: %s", ErrUnsupported, strings.Join(why, "; "))
 }
 
 // stop ends routing with h: the empty answer, or an error.
@@ -299,7 +329,7 @@ func (a *attempt) stopDeadline() bool {
 // probe opens the upstream stream and buffers its events until the first
 // token. It returns nil when the last buffered chunk is a first token.
 func (a *attempt) probe(req *fleet.Request) error {
-	s, err := a.e.target.Backend.ChatStream(a.ctx, a.e.target.Candidate, req)
+	s, err := a.e.target.Backend.Open(a.ctx, a.e.target.Candidate, req)
 	if err != nil {
 		return err
 	}
@@ -312,6 +342,8 @@ func (a *attempt) probe(req *fleet.Request) error {
 			}
 			return err
 		}
+		// A chunk's Raw is the stream's buffer until the next Recv.
+		ch.Raw = bytes.Clone(ch.Raw)
 		a.buf = append(a.buf, ch)
 		if ch.IsFirstToken() {
 			return nil
@@ -833,7 +865,8 @@ func (s *Stream) collect() (*Answer, error) {
 	ans := &Answer{Meta: s.meta, Model: s.meta.Candidate.Model}
 	ans.Message.Role = "assistant"
 	var content, thinking strings.Builder
-	for {
+	var logprobs []byte
+	for first := true; ; first = false {
 		ch, err := s.Recv()
 		if err == io.EOF {
 			break
@@ -855,8 +888,54 @@ func (s *Stream) collect() (*Answer, error) {
 		if ch.Model != "" {
 			ans.Model = ch.Model
 		}
+		if len(ch.Embeddings) > 0 {
+			ans.Embeddings = ch.Embeddings
+		}
+		logprobs = appendArray(logprobs, ch.Logprobs)
+		if first || ch.FinishReason != "" || ch.Usage != nil {
+			ans.Fields = mergeFields(ans.Fields, ch.Raw)
+		}
+	}
+	if logprobs != nil {
+		ans.Logprobs = append(logprobs, ']')
 	}
 	ans.Message.Content = content.String()
 	ans.Message.Thinking = thinking.String()
 	return ans, nil
+}
+
+// appendArray appends the elements of the JSON array arr to the open array
+// dst ("[a,b"), starting it when dst is nil.
+func appendArray(dst []byte, arr json.RawMessage) []byte {
+	arr = bytes.TrimSpace(arr)
+	if len(arr) < 2 || arr[0] != '[' {
+		return dst
+	}
+	inner := bytes.TrimSpace(arr[1 : len(arr)-1])
+	if len(inner) == 0 {
+		if dst == nil {
+			dst = []byte{'['}
+		}
+		return dst
+	}
+	if dst == nil {
+		dst = []byte{'['}
+	} else if len(dst) > 1 {
+		dst = append(dst, ',')
+	}
+	return append(dst, inner...)
+}
+
+// mergeFields puts the top-level fields of the JSON object raw over
+// fields; raw that is not an object changes nothing.
+func mergeFields(fields map[string]json.RawMessage, raw []byte) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
+		return fields
+	}
+	if fields == nil {
+		return m
+	}
+	maps.Copy(fields, m)
+	return fields
 }

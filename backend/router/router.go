@@ -12,6 +12,7 @@ package router
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -438,3 +439,67 @@ func (fixedDeadlines) FirstToken(_ fleet.Candidate, ceiling time.Duration) (time
 }
 func (fixedDeadlines) HedgeAfter(fleet.Candidate) (time.Duration, bool) { return 0, false }
 func (fixedDeadlines) Observe(fleet.Candidate, fleet.TTFTSample)        {}
+
+// Resolve returns the candidate a request naming model would try first
+// (an alias, an id, or a model name a candidate serves), in thinking mode
+// or not.
+func (r *Router) Resolve(model string, thinking bool) (fleet.Candidate, error) {
+	st := r.state.Load()
+	id, _, err := st.resolve(model, thinking)
+	if err != nil {
+		return fleet.Candidate{}, err
+	}
+	i, ok := st.byID[id]
+	if !ok {
+		return fleet.Candidate{}, fmt.Errorf("%w: the first choice %q is not configured", fleet.ErrNoCandidates, id)
+	}
+	return st.targets[i].Candidate, nil
+}
+
+// Available returns, in the order a chat naming model would try them, the
+// enabled candidates that may be sent a request now: breaker not open,
+// model not missing, not loading or backing off. It is for requests
+// passed to a server without routing (docs/API.md, "Pass-through").
+func (r *Router) Available(model string) ([]fleet.Candidate, error) {
+	st := r.state.Load()
+	ordered, _, err := st.order(&fleet.Request{Model: model})
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var out []fleet.Candidate
+	for _, t := range ordered {
+		c := t.Candidate
+		v := r.view(c, now)
+		if !c.Enabled || !st.breakers[c.ID].Ready() || v.missing != "" || v.loading || v.busyFor > 0 {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// RetryAfter is how long until some enabled candidate may be tried again:
+// the shortest breaker cool-down, busy back-off or loading wait; zero when
+// one may be tried now or nothing is known.
+func (r *Router) RetryAfter() time.Duration {
+	st := r.state.Load()
+	now := time.Now()
+	var best time.Duration
+	for _, t := range st.targets {
+		c := t.Candidate
+		if !c.Enabled {
+			continue
+		}
+		wait := st.breakers[c.ID].Snapshot().Remaining
+		v := r.view(c, now)
+		wait = max(wait, v.busyFor)
+		if wait == 0 && !v.loading && v.missing == "" {
+			return 0
+		}
+		if wait > 0 && (best == 0 || wait < best) {
+			best = wait
+		}
+	}
+	return best
+}

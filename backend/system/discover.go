@@ -35,7 +35,8 @@ func (s *System) discover(ctx context.Context) []config.Candidate {
 		}
 		s.o.Logf("found Ollama at %s with %d models", base, len(models))
 		for _, m := range models {
-			add(config.Candidate{ID: sanitizeID(m.Name), Provider: fleet.ProviderOllama, URL: base, Model: m.Name, SupportsThinking: m.Thinking, Size: uint64(max(m.Size, 0))})
+			add(config.Candidate{ID: sanitizeID(m.Name), Provider: fleet.ProviderOllama, URL: base, Model: m.Name,
+				SupportsThinking: m.Thinking, Embeddings: m.Embeds(), Size: uint64(max(m.Size, 0))})
 		}
 	}
 	for _, base := range s.o.DiscoverOpenAI {

@@ -11,7 +11,8 @@ import (
 
 // learned is what a candidate's server said about its model.
 type learned struct {
-	thinking, levels bool
+	thinking, levels  bool
+	embeds, embedOnly bool
 }
 
 // learnModels asks the server of each enabled Ollama candidate what its
@@ -39,7 +40,7 @@ func (s *System) learnModels(ctx context.Context) {
 			continue
 		}
 		s.mu.Lock()
-		s.learned[c.ID] = learned{thinking: m.Thinking, levels: m.ThinkLevels()}
+		s.learned[c.ID] = learned{thinking: m.Thinking, levels: m.ThinkLevels(), embeds: m.Embeds(), embedOnly: m.EmbedOnly()}
 		s.mu.Unlock()
 		found = append(found, c.ID)
 	}
@@ -59,6 +60,8 @@ func (s *System) applyLearned(c fleet.Candidate) fleet.Candidate {
 	s.mu.Unlock()
 	if ok {
 		c.SupportsThinking, c.ThinkLevels = l.thinking, l.levels
+		c.Embeds = c.Embeds || l.embeds
+		c.EmbedOnly = l.embedOnly
 	}
 	return c
 }

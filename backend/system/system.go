@@ -56,6 +56,9 @@ type Options struct {
 	Getenv func(string) string
 	// UI is the built frontend, served at /.
 	UI fs.FS
+	// Webview: the desktop app's window calls the API, so its webview's
+	// origin is allowed.
+	Webview bool
 	// Logf logs one line. Default: discard.
 	Logf func(format string, args ...any)
 	// DiscoverOllama and DiscoverOpenAI are the base URLs probed for local
@@ -192,6 +195,9 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		gpus = s.nvml
 	}
 	s.sampler = &gpu.Sampler{GPU: gpus, Logf: o.Logf, OnSample: s.published}
+	// A first reading before the API answers, so that its status never
+	// says "no GPU" for the moment before the sampler's first tick.
+	s.sampler.Sample(ctx)
 	s.poller = report.NewPoller(s.pool, report.PollerSettings{Interval: o.PollInterval})
 	s.poller.Update(cfg.Candidates(o.Getenv))
 	s.monitor = pressure.NewMonitor(policy(cfg), pressure.Sources{GPU: s.sampler.Latest, Reports: s.poller, Size: s.modelSize})
@@ -214,7 +220,8 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	s.api = httpapi.New(httpapi.Options{
-		Router: s.router, History: s.store, Hub: s.hub, Demo: s.demoControl(), Metrics: s.metrics.Handler(), UI: o.UI,
+		Router: s.router, Upstreams: upstream.Direct{Pool: s.pool}, History: s.store, Hub: s.hub, Demo: s.demoControl(),
+		Metrics: s.metrics.Handler(), UI: o.UI, Webview: o.Webview,
 		Status: s.Status, Config: s.Config,
 		Listen: s.ln.Addr().String(), APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit,
 		Version: o.Version,
@@ -259,6 +266,12 @@ func (s *System) loadConfig(ctx context.Context) error {
 		}
 		s.cfg.Chat.Candidates = found
 		s.cfg.Chat.DefaultModel = found[0].ID
+		for _, c := range found {
+			if !c.Embeddings || c.SupportsThinking {
+				s.cfg.Chat.DefaultModel = c.ID // a model that chats, not only embeds
+				break
+			}
+		}
 		for _, c := range found {
 			if c.SupportsThinking {
 				s.cfg.Chat.DeepThinkingModel = c.ID
@@ -573,7 +586,7 @@ func (s *System) apply(cfg config.Config) error {
 		s.source = SourceFile
 	}
 	s.mu.Unlock()
-	s.api.SetSecurity(httpapi.Security{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit})
+	s.api.SetSecurity(httpapi.Security{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit, Webview: s.o.Webview})
 	s.router.Update(s.routerFleet(cfg))
 	s.poller.Update(cfg.Candidates(s.o.Getenv))
 	s.monitor.SetPolicy(policy(cfg))

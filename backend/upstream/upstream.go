@@ -5,7 +5,9 @@ package upstream
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -144,7 +146,9 @@ func StatusError(resp *http.Response, busyHint func(msg string) bool) *fleet.Sta
 		se.Output = ModelOutput(msg)
 	}
 	switch resp.StatusCode {
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusNotImplemented:
+		// Ollama: 400 `"embed" does not support chat`; llama.cpp and
+		// Ollama: 501 "This server does not support embeddings".
 		se.Unsupported = Unsupported(msg)
 	case http.StatusTooManyRequests:
 		se.Busy = true
@@ -182,7 +186,7 @@ func EventError(msg, code string) *fleet.EventError {
 
 // unsupported matches Ollama's refusal of a request the model can't serve:
 // `"gemma3:4b" does not support thinking`, `... does not support tools`.
-var unsupported = regexp.MustCompile(`does not support (thinking|tools|insert|vision|images|completion|embeddings?)\b`)
+var unsupported = regexp.MustCompile(`does not support (thinking|tools|insert|vision|images|completion|chat|generate|embeddings?)\b`)
 
 // Unsupported returns the capability an error message says the model
 // lacks ("thinking", "tools", "insert", ...), "" when it says none.
@@ -196,6 +200,8 @@ func Unsupported(msg string) string {
 		return "vision"
 	case "embeddings":
 		return "embedding"
+	case "chat", "generate":
+		return "completion"
 	}
 	return m[1]
 }
@@ -266,4 +272,18 @@ func Clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// ReadAll reads a whole answer (an embedding, a model list) of at most max
+// bytes. A read cut short is fleet.ErrTruncated, or ctx's error when ctx
+// is done.
+func ReadAll(ctx context.Context, r io.Reader, max int64, what string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max))
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		return nil, fmt.Errorf("read %s: %w: %w", what, fleet.ErrTruncated, err)
+	}
+	return b, nil
 }

@@ -334,7 +334,7 @@ export interface components {
             completion_tokens: number;
             error: string;
             /** @enum {string} */
-            failure: "" | "unknown_model" | "no_candidates" | "unavailable" | "rejected" | "request" | "upstream_auth" | "client_gone";
+            failure: "" | "unknown_model" | "no_candidates" | "unavailable" | "rejected" | "request" | "unsupported" | "upstream_auth" | "client_gone";
             http_status: number;
             id: string;
             is_fallback: boolean;

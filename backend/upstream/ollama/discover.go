@@ -42,6 +42,14 @@ func (m Model) ThinkLevels() bool {
 	return m.Family == "gptoss" || strings.HasPrefix(strings.ToLower(m.Name), "gpt-oss")
 }
 
+// Embeds reports whether the model makes embeddings.
+func (m Model) Embeds() bool { return slices.Contains(m.Capabilities, "embedding") }
+
+// EmbedOnly reports whether the model makes nothing but embeddings: its
+// server lists "embedding" and not "completion". A server that lists no
+// capabilities (an old one) says nothing either way.
+func (m Model) EmbedOnly() bool { return m.Embeds() && !slices.Contains(m.Capabilities, "completion") }
+
 // Running is one model resident in an Ollama server's memory (/api/ps).
 type Running struct {
 	Name     string

@@ -50,21 +50,25 @@ func New(pool *upstream.Pool) *Backend {
 
 var _ fleet.Backend = (*Backend)(nil)
 
-// ChatStream POSTs req to c.URL's /api/chat as a streaming request for
-// c.Model and returns the answer once its response headers arrived. The
+// Open POSTs req to c.URL as a streaming request for c.Model, on the
+// endpoint of its kind (/api/chat, /api/generate, /api/embed; a caller of
+// Ollama's own API keeps the endpoint it called, legacy /api/embeddings
+// included), and returns the answer once its response headers arrived. The
 // returned Stream owns the response body: the caller closes it, and closing
 // it (or cancelling ctx) closes the connection, which makes Ollama stop
 // generating.
 //
-// Each NDJSON line becomes one chunk: message.content is Content,
-// message.thinking is Reasoning, and each tool call is one ToolCall whose
-// Index numbers the calls across the whole stream and whose Arguments are
-// the JSON of its arguments object. The done:true line is the final chunk,
-// with FinishReason (done_reason, "stop" when absent) and Usage; Recv then
-// returns io.EOF. Ollama's "load" and "unload" answers are a final chunk
-// without content. An {"error":...} line is a *fleet.EventError, an end
-// before done:true is fleet.ErrTruncated, a line that is not a JSON object
-// of this shape (or longer than 16 MiB) is a *fleet.MalformedError.
+// Each NDJSON line becomes one chunk: message.content (or a generation's
+// response) is Content, message.thinking is Reasoning, and each tool call is
+// one ToolCall whose Index numbers the calls across the whole stream and
+// whose Arguments are the JSON of its arguments object. The done:true line
+// is the final chunk, with FinishReason (done_reason, "stop" when absent)
+// and Usage; Recv then returns io.EOF. Ollama's "load" and "unload" answers
+// are a final chunk without content. An {"error":...} line is a
+// *fleet.EventError, an end before done:true is fleet.ErrTruncated, a line
+// that is not a JSON object of this shape (or longer than 16 MiB) is a
+// *fleet.MalformedError. An embedding answer is one chunk with the vectors.
+// Every chunk's Raw is the line as Ollama sent it.
 //
 // An HTTP error status is a *fleet.StatusError; Ollama's 503 "server busy"
 // (its request queue is full) and 429 are marked Busy. A 2xx answer that is
@@ -73,18 +77,14 @@ var _ fleet.Backend = (*Backend)(nil)
 // A request that Ollama would reject on any server (an image that is not
 // base64, tool arguments or parameters that are not JSON objects) is
 // reported as a *fleet.StatusError with status 400 without being sent.
-func (b *Backend) ChatStream(ctx context.Context, c fleet.Candidate, req *fleet.Request) (fleet.Stream, error) {
-	cr, err := chatRequest(c, req)
+func (b *Backend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Request) (fleet.Stream, error) {
+	path, body, err := requestBody(c, req)
 	if err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(cr)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint(c.URL, path), bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("encode ollama chat request: %w", err)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint(c.URL, "/api/chat"), bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("ollama chat: %w", err)
+		return nil, fmt.Errorf("ollama %s: %w", path, err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/x-ndjson")
@@ -101,7 +101,7 @@ func (b *Backend) ChatStream(ctx context.Context, c fleet.Candidate, req *fleet.
 
 	resp, err := hc.Do(hreq)
 	if err != nil {
-		return nil, fmt.Errorf("ollama chat: %w", err)
+		return nil, fmt.Errorf("ollama %s: %w", path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		se := upstream.StatusError(resp, upstream.OllamaBusy)
@@ -112,6 +112,9 @@ func (b *Backend) ChatStream(ctx context.Context, c fleet.Candidate, req *fleet.
 		se := upstream.StatusError(resp, nil)
 		resp.Body.Close()
 		return nil, &fleet.MalformedError{Detail: "ollama answered an HTML page", Err: se}
+	}
+	if req.KindOf() == fleet.KindEmbed {
+		return newEmbedStream(ctx, resp.Body, path == pathEmbeddings), nil
 	}
 	return newStream(ctx, resp.Body, maxLine), nil
 }
@@ -148,7 +151,11 @@ func chatRequest(c fleet.Candidate, req *fleet.Request) (*api.ChatRequest, error
 		}
 		cr.Messages = append(cr.Messages, am)
 	}
-	for i, t := range req.Tools {
+	tools := req.Tools
+	if toolChoice(req.ToolChoice) == "none" {
+		tools = nil // what "none" means: answer without calling
+	}
+	for i, t := range tools {
 		at, err := tool(t)
 		if err != nil {
 			return nil, badRequest(fmt.Sprintf("tool %d (%s): %v", i, t.Function.Name, err))
@@ -156,6 +163,11 @@ func chatRequest(c fleet.Candidate, req *fleet.Request) (*api.ChatRequest, error
 		cr.Tools = append(cr.Tools, at)
 	}
 	cr.Think = think(c, req)
+	cr.KeepAlive = keepAlive(req.KeepAlive)
+	cr.Logprobs = req.Options.Logprobs
+	if req.Options.TopLogprobs != nil {
+		cr.TopLogprobs = *req.Options.TopLogprobs
+	}
 	return cr, nil
 }
 
@@ -256,18 +268,19 @@ func tool(t fleet.Tool) (api.Tool, error) {
 // options maps the caller's sampling settings to Ollama's option names; nil
 // when none is set, so Ollama applies the model's defaults.
 func options(o fleet.Options) map[string]any {
-	m := make(map[string]any, 5)
-	if o.Temperature != nil {
-		m["temperature"] = *o.Temperature
+	m := make(map[string]any, 8)
+	for name, v := range map[string]*float64{
+		"temperature": o.Temperature, "top_p": o.TopP, "min_p": o.MinP, "repeat_penalty": o.RepeatPenalty,
+		"presence_penalty": o.PresencePenalty, "frequency_penalty": o.FrequencyPenalty,
+	} {
+		if v != nil {
+			m[name] = *v
+		}
 	}
-	if o.TopP != nil {
-		m["top_p"] = *o.TopP
-	}
-	if o.MaxTokens != nil {
-		m["num_predict"] = *o.MaxTokens
-	}
-	if o.Seed != nil {
-		m["seed"] = *o.Seed
+	for name, v := range map[string]*int{"top_k": o.TopK, "num_predict": o.MaxTokens, "seed": o.Seed, "num_ctx": o.NumCtx} {
+		if v != nil {
+			m[name] = *v
+		}
 	}
 	if len(o.Stop) > 0 {
 		m["stop"] = o.Stop

@@ -139,6 +139,7 @@ func drain(t *testing.T, s fleet.Stream, max int) ([]fleet.Chunk, error) {
 		if err != nil {
 			return got, err
 		}
+		c.Raw = nil // the stream's buffer; TestRawLines checks it
 		got = append(got, c)
 	}
 	t.Fatalf("Recv yielded more than %d chunks", max)
@@ -308,9 +309,9 @@ func TestChatStream(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b, _ := newBackend(t)
 			srv := serve(t, tt.handler)
-			s, err := b.ChatStream(t.Context(), candidate(srv.URL), userRequest())
+			s, err := b.Open(t.Context(), candidate(srv.URL), userRequest())
 			if err != nil {
-				t.Fatalf("ChatStream() error = %v", err)
+				t.Fatalf("Open() error = %v", err)
 			}
 			defer s.Close()
 			got, err := drain(t, s, len(tt.want)+2)
@@ -387,17 +388,17 @@ func TestChatStreamStatus(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b, _ := newBackend(t)
 			srv := serve(t, tt.handler)
-			s, err := b.ChatStream(t.Context(), candidate(srv.URL), userRequest())
+			s, err := b.Open(t.Context(), candidate(srv.URL), userRequest())
 			if err == nil {
 				s.Close()
-				t.Fatal("ChatStream() error = nil; want a status error")
+				t.Fatal("Open() error = nil; want a status error")
 			}
 			var se *fleet.StatusError
 			if !errors.As(err, &se) {
-				t.Fatalf("ChatStream() error = %v (%T); want *fleet.StatusError", err, err)
+				t.Fatalf("Open() error = %v (%T); want *fleet.StatusError", err, err)
 			}
 			if *se != tt.want {
-				t.Errorf("ChatStream() error = %+v; want %+v", *se, tt.want)
+				t.Errorf("Open() error = %+v; want %+v", *se, tt.want)
 			}
 			if got := fleet.Classify(t.Context(), err); got != tt.class {
 				t.Errorf("Classify() = %v; want %v", got, tt.class)
@@ -409,15 +410,15 @@ func TestChatStreamStatus(t *testing.T) {
 func TestChatStreamHTMLWith200(t *testing.T) {
 	b, _ := newBackend(t)
 	srv := serve(t, answer(200, "text/html; charset=utf-8", "<!DOCTYPE html><html><body>Sign in to the guest network</body></html>"))
-	s, err := b.ChatStream(t.Context(), candidate(srv.URL), userRequest())
+	s, err := b.Open(t.Context(), candidate(srv.URL), userRequest())
 	if err == nil {
 		s.Close()
-		t.Fatal("ChatStream() error = nil; want an error for an HTML page")
+		t.Fatal("Open() error = nil; want an error for an HTML page")
 	}
 	var me *fleet.MalformedError
 	var se *fleet.StatusError
 	if !errors.As(err, &me) || !errors.As(err, &se) || se.StatusCode != 200 || !strings.Contains(se.Message, "guest network") {
-		t.Errorf("ChatStream() error = %v; want a *fleet.MalformedError wrapping a status 200 with the page's start", err)
+		t.Errorf("Open() error = %v; want a *fleet.MalformedError wrapping a status 200 with the page's start", err)
 	}
 }
 
@@ -429,10 +430,10 @@ func TestChatStreamDeadPort(t *testing.T) {
 	}
 	url := "http://" + ln.Addr().String()
 	ln.Close()
-	_, err = b.ChatStream(t.Context(), candidate(url), userRequest())
+	_, err = b.Open(t.Context(), candidate(url), userRequest())
 	var se *fleet.StatusError
 	if err == nil || errors.As(err, &se) {
-		t.Fatalf("ChatStream() on a closed port error = %v; want a transport error", err)
+		t.Fatalf("Open() on a closed port error = %v; want a transport error", err)
 	}
 	if got := fleet.Classify(t.Context(), err); got != fleet.ClassTransient {
 		t.Errorf("Classify() = %v; want transient", got)
@@ -468,9 +469,9 @@ func TestStallThenCancel(t *testing.T) {
 	srv := serve(t, stall(sent))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	s, err := b.ChatStream(ctx, candidate(srv.URL), userRequest())
+	s, err := b.Open(ctx, candidate(srv.URL), userRequest())
 	if err != nil {
-		t.Fatalf("ChatStream() error = %v", err)
+		t.Fatalf("Open() error = %v", err)
 	}
 	defer s.Close()
 	c, err := s.Recv()
@@ -555,9 +556,9 @@ func TestCloseConcurrent(t *testing.T) {
 	b, _ := newBackend(t)
 	sent := make(chan struct{})
 	srv := serve(t, stall(sent))
-	s, err := b.ChatStream(t.Context(), candidate(srv.URL), userRequest())
+	s, err := b.Open(t.Context(), candidate(srv.URL), userRequest())
 	if err != nil {
-		t.Fatalf("ChatStream() error = %v", err)
+		t.Fatalf("Open() error = %v", err)
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -592,14 +593,14 @@ func TestNoGoroutineOutlivesStream(t *testing.T) {
 		clean := httptest.NewServer(ndjson(lineHi, lineDone))
 		defer clean.Close()
 
-		s1, err := b.ChatStream(t.Context(), candidate(stalled.URL), userRequest())
+		s1, err := b.Open(t.Context(), candidate(stalled.URL), userRequest())
 		if err != nil {
 			t.Fatal(err)
 		}
 		s1.Recv()
 		s1.Close()
 
-		s2, err := b.ChatStream(t.Context(), candidate(clean.URL), userRequest())
+		s2, err := b.Open(t.Context(), candidate(clean.URL), userRequest())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -607,7 +608,7 @@ func TestNoGoroutineOutlivesStream(t *testing.T) {
 		s2.Close()
 
 		// Closed before the first Recv.
-		s3, err := b.ChatStream(t.Context(), candidate(clean.URL), userRequest())
+		s3, err := b.Open(t.Context(), candidate(clean.URL), userRequest())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -733,6 +734,92 @@ func TestChatRequestBody(t *testing.T) {
 			want: map[string]string{"format": ""},
 		},
 		{
+			name: "every option that maps to Ollama's, keep_alive and logprobs",
+			req: fleet.Request{Protocol: fleet.ProtocolOpenAI, Messages: []fleet.Message{{Role: "user", Content: "x"}},
+				KeepAlive: json.RawMessage(`"10m"`), Options: fleet.Options{
+					TopK: n(40), MinP: f(0.05), RepeatPenalty: f(1.1), PresencePenalty: f(0.5), FrequencyPenalty: f(0.25),
+					NumCtx: n(8192), Logprobs: true, TopLogprobs: n(3),
+				}},
+			want: map[string]string{
+				"options":      `{"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"presence_penalty":0.5,"frequency_penalty":0.25,"num_ctx":8192}`,
+				"keep_alive":   `"10m0s"`,
+				"logprobs":     `true`,
+				"top_logprobs": `3`,
+			},
+		},
+		{
+			name: "tool_choice none sends no tools",
+			req: fleet.Request{Protocol: fleet.ProtocolOpenAI, Messages: []fleet.Message{{Role: "user", Content: "x"}},
+				Tools: []fleet.Tool{{Function: fleet.ToolFunction{Name: "now"}}}, ToolChoice: json.RawMessage(`"none"`)},
+			want: map[string]string{"tools": ""},
+		},
+		{
+			// Fidelity: a caller of Ollama's API reaches Ollama with every
+			// field it sent, unknown ones too; only model, stream and
+			// think are Switchyard's.
+			name: "an Ollama caller's body is forwarded whole",
+			req: fleet.Request{Protocol: fleet.ProtocolOllama, Messages: []fleet.Message{{Role: "user", Content: "x"}}, Thinking: true,
+				Raw: &fleet.Raw{Dialect: fleet.ProviderOllama, Endpoint: "/api/chat", Fields: map[string]json.RawMessage{
+					"model": json.RawMessage(`"auto"`), "stream": json.RawMessage(`false`),
+					"messages":   json.RawMessage(`[{"role":"user","content":"x","images":null,"future_field":1}]`),
+					"options":    json.RawMessage(`{"num_ctx":16384,"mirostat":2,"typical_p":0.7}`),
+					"keep_alive": json.RawMessage(`-1`), "truncate": json.RawMessage(`false`), "shift": json.RawMessage(`false`),
+					"something_new": json.RawMessage(`{"a":[1,2]}`),
+				}}},
+			want: map[string]string{
+				"model":         `"qwen3:8b"`,
+				"stream":        `true`,
+				"think":         `true`,
+				"messages":      `[{"role":"user","content":"x","images":null,"future_field":1}]`,
+				"options":       `{"num_ctx":16384,"mirostat":2,"typical_p":0.7}`,
+				"keep_alive":    `-1`,
+				"truncate":      `false`,
+				"shift":         `false`,
+				"something_new": `{"a":[1,2]}`,
+			},
+			path: "/api/chat",
+		},
+		{
+			name: "an OpenAI caller's body is mapped, not forwarded",
+			req: fleet.Request{Protocol: fleet.ProtocolOpenAI, Messages: []fleet.Message{{Role: "user", Content: "x"}},
+				Raw: &fleet.Raw{Dialect: fleet.ProviderOpenAI, Fields: map[string]json.RawMessage{"frequency_penalty": json.RawMessage(`1`)}}},
+			want: map[string]string{"frequency_penalty": "", "messages": `[{"role":"user","content":"x"}]`},
+		},
+		{
+			name: "a completion becomes a raw generation",
+			req: fleet.Request{Protocol: fleet.ProtocolOpenAI, Kind: fleet.KindGenerate, Prompt: "def f(", Suffix: "\n    return x",
+				RawPrompt: true, Options: fleet.Options{MaxTokens: n(16)}},
+			want: map[string]string{
+				"model": `"qwen3:8b"`, "prompt": `"def f("`, "suffix": `"\n    return x"`, "raw": `true`, "stream": `true`,
+				"options": `{"num_predict":16}`, "messages": "",
+			},
+			path: "/api/generate",
+		},
+		{
+			name: "an Ollama generation is forwarded whole to /api/generate",
+			req: fleet.Request{Protocol: fleet.ProtocolOllama, Kind: fleet.KindGenerate, Prompt: "hi",
+				Raw: &fleet.Raw{Dialect: fleet.ProviderOllama, Endpoint: "/api/generate", Fields: map[string]json.RawMessage{
+					"model": json.RawMessage(`"auto"`), "prompt": json.RawMessage(`"hi"`), "context": json.RawMessage(`[1,2,3]`), "template": json.RawMessage(`"{{ .Prompt }}"`),
+				}}},
+			want: map[string]string{"model": `"qwen3:8b"`, "prompt": `"hi"`, "context": `[1,2,3]`, "template": `"{{ .Prompt }}"`, "stream": `true`},
+			path: "/api/generate",
+		},
+		{
+			name: "an embedding of one input",
+			req:  fleet.Request{Protocol: fleet.ProtocolOpenAI, Kind: fleet.KindEmbed, Input: []string{"hello"}, Dimensions: 32},
+			want: map[string]string{"model": `"qwen3:8b"`, "input": `"hello"`, "dimensions": `32`, "stream": ""},
+			path: "/api/embed",
+		},
+		{
+			name: "a legacy embedding goes to the legacy endpoint",
+			req: fleet.Request{Protocol: fleet.ProtocolOllama, Kind: fleet.KindEmbed, Input: []string{"hello"},
+				Raw: &fleet.Raw{Dialect: fleet.ProviderOllama, Endpoint: "/api/embeddings", Fields: map[string]json.RawMessage{
+					"model": json.RawMessage(`"nomic"`), "prompt": json.RawMessage(`"hello"`),
+				}}},
+			want: map[string]string{"model": `"qwen3:8b"`, "prompt": `"hello"`, "stream": ""},
+			path: "/api/embeddings",
+		},
+		{
 			name: "API key and a base URL with a path and trailing slash",
 			c: func(url string) fleet.Candidate {
 				c := candidate(url + "/ollama/")
@@ -753,15 +840,19 @@ func TestChatRequestBody(t *testing.T) {
 				body, _ := io.ReadAll(r.Body)
 				got <- r
 				bodies <- body
+				if strings.HasPrefix(r.URL.Path, "/api/embed") {
+					answer(200, "application/json", `{"embedding":[1],"embeddings":[[1]]}`)(w, r)
+					return
+				}
 				ndjson(lineDone)(w, r)
 			}))
 			c := candidate(srv.URL)
 			if tt.c != nil {
 				c = tt.c(srv.URL)
 			}
-			s, err := b.ChatStream(t.Context(), c, &tt.req)
+			s, err := b.Open(t.Context(), c, &tt.req)
 			if err != nil {
-				t.Fatalf("ChatStream() error = %v", err)
+				t.Fatalf("Open() error = %v", err)
 			}
 			drain(t, s, 1)
 			s.Close()
@@ -824,10 +915,10 @@ func TestChatStreamInvalidRequest(t *testing.T) {
 			srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				t.Error("the request was sent")
 			}))
-			_, err := b.ChatStream(t.Context(), candidate(srv.URL), &tt.req)
+			_, err := b.Open(t.Context(), candidate(srv.URL), &tt.req)
 			var se *fleet.StatusError
 			if !errors.As(err, &se) || se.StatusCode != 400 {
-				t.Fatalf("ChatStream() error = %v; want a 400 *fleet.StatusError", err)
+				t.Fatalf("Open() error = %v; want a 400 *fleet.StatusError", err)
 			}
 			if got := fleet.Classify(t.Context(), err); got != fleet.ClassNotRetryable {
 				t.Errorf("Classify() = %v; want not_retryable", got)
@@ -856,6 +947,7 @@ func drainNoT(s fleet.Stream, max int) ([]fleet.Chunk, error) {
 		if err != nil {
 			return got, err
 		}
+		c.Raw = nil
 		got = append(got, c)
 	}
 	return got, nil

@@ -25,12 +25,21 @@ import (
 // router that must tell "answered" from "truncated" cannot use it. Here an
 // answer is complete when, and only when, its done:true line was read.
 
-// wireLine is one line of /api/chat's NDJSON. api.ChatResponse has no error
-// field; Ollama reports a failure inside a started stream as
-// {"error":"..."}.
+// wireLine is one line of /api/chat's or /api/generate's NDJSON: a chat
+// line's text is in message, a generation's at the top (response,
+// thinking, tool_calls). The api types have no error field; Ollama reports
+// a failure inside a started stream as {"error":"..."}.
 type wireLine struct {
-	api.ChatResponse
-	Error json.RawMessage `json:"error"`
+	Model      string         `json:"model"`
+	Message    api.Message    `json:"message"`
+	Response   string         `json:"response"`
+	Thinking   string         `json:"thinking"`
+	ToolCalls  []api.ToolCall `json:"tool_calls"`
+	Done       bool           `json:"done"`
+	DoneReason string         `json:"done_reason"`
+	api.Metrics
+	Logprobs json.RawMessage `json:"logprobs"`
+	Error    json.RawMessage `json:"error"`
 }
 
 // stream reads one /api/chat answer. Recv must not be called concurrently
@@ -150,7 +159,7 @@ func (s *stream) decode(b []byte) (fleet.Chunk, error) {
 	if err := json.Unmarshal(b, &s.line); err != nil {
 		return fleet.Chunk{}, s.malformed(b, err)
 	}
-	if len(s.line.Error) > 0 && string(s.line.Error) != "null" {
+	if isSet(s.line.Error) {
 		msg := upstream.ErrorMessage(b)
 		if msg == "" {
 			msg = "unknown error"
@@ -158,8 +167,8 @@ func (s *stream) decode(b []byte) (fleet.Chunk, error) {
 		return fleet.Chunk{}, upstream.EventError(msg, "")
 	}
 
-	r := &s.line.ChatResponse
-	c := fleet.Chunk{Role: r.Message.Role, Model: r.Model}
+	r := &s.line
+	c := fleet.Chunk{Role: r.Message.Role, Model: r.Model, Raw: b}
 	if r.Done {
 		c.FinishReason = r.DoneReason
 		if c.FinishReason == "" {
@@ -177,12 +186,19 @@ func (s *stream) decode(b []byte) (fleet.Chunk, error) {
 			return c, nil
 		}
 	}
-	c.Content = r.Message.Content
-	c.Reasoning = r.Message.Thinking
-	if n := len(r.Message.ToolCalls); n > 0 {
+	c.Content = r.Message.Content + r.Response
+	c.Reasoning = r.Message.Thinking + r.Thinking
+	if isSet(r.Logprobs) {
+		c.Logprobs = r.Logprobs
+	}
+	calls := r.Message.ToolCalls
+	if len(calls) == 0 {
+		calls = r.ToolCalls
+	}
+	if n := len(calls); n > 0 {
 		c.ToolCalls = make([]fleet.ToolCall, n)
-		for i := range r.Message.ToolCalls {
-			tc := &r.Message.ToolCalls[i]
+		for i := range calls {
+			tc := &calls[i]
 			args, err := tc.Function.Arguments.MarshalJSON()
 			if err != nil {
 				return fleet.Chunk{}, s.malformed(b, err)
@@ -208,4 +224,62 @@ func (s *stream) malformed(b []byte, err error) error {
 		Detail: fmt.Sprintf("ollama line %d %q", s.lines, upstream.Clip(string(b), 120)),
 		Err:    err,
 	}
+}
+
+func isSet(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// embedStream is the answer of /api/embed (or legacy /api/embeddings): one
+// JSON object, read whole on the first Recv and handed over as one chunk.
+type embedStream struct {
+	ctx    context.Context
+	body   io.ReadCloser
+	legacy bool // {"embedding":[...]}, not {"embeddings":[[...]]}
+	done   bool
+	once   sync.Once
+}
+
+func newEmbedStream(ctx context.Context, body io.ReadCloser, legacy bool) *embedStream {
+	return &embedStream{ctx: ctx, body: body, legacy: legacy}
+}
+
+// maxEmbedBody bounds an embedding answer: a few thousand floats per
+// input, for inputs that fit in a request body.
+const maxEmbedBody = 256 << 20
+
+func (s *embedStream) Recv() (fleet.Chunk, error) {
+	if s.done {
+		return fleet.Chunk{}, io.EOF
+	}
+	s.done = true
+	b, err := upstream.ReadAll(s.ctx, s.body, maxEmbedBody, "ollama embeddings")
+	if err != nil {
+		return fleet.Chunk{}, err
+	}
+	var v struct {
+		api.EmbedResponse
+		Embedding []float32       `json:"embedding"`
+		Error     json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fleet.Chunk{}, &fleet.MalformedError{Detail: "ollama embeddings " + upstream.Clip(string(b), 120), Err: err}
+	}
+	if isSet(v.Error) {
+		return fleet.Chunk{}, upstream.EventError(upstream.ErrorMessage(b), "")
+	}
+	c := fleet.Chunk{Model: v.Model, Embeddings: v.Embeddings, FinishReason: "stop", Raw: b,
+		Usage: &fleet.Usage{PromptTokens: v.PromptEvalCount, LoadDuration: v.LoadDuration}}
+	if s.legacy {
+		c.Embeddings = [][]float32{v.Embedding}
+	}
+	if len(c.Embeddings) == 0 || len(c.Embeddings[0]) == 0 {
+		return fleet.Chunk{}, &fleet.MalformedError{Detail: "ollama embeddings answer without a vector: " + upstream.Clip(string(b), 120)}
+	}
+	return c, nil
+}
+
+func (s *embedStream) Close() error {
+	s.once.Do(func() { s.body.Close() })
+	return nil
 }

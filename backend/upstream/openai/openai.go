@@ -37,25 +37,35 @@ func New(pool *upstream.Pool) *Backend {
 	return &Backend{pool: pool}
 }
 
-// ChatStream POSTs req to c's {URL}/chat/completions as a stream and returns
-// the answer once its headers arrived. The request lives under ctx:
-// cancelling ctx closes the connection and makes the stream's Recv return
-// ctx's error. The caller must Close the returned stream.
+// Open POSTs req to c's {URL} on the endpoint of its kind
+// (/chat/completions, /completions, /embeddings) and returns the answer once
+// its headers arrived. A chat or completion is sent as a stream with usage;
+// an embedding answer is one chunk with the vectors. The request lives
+// under ctx: cancelling ctx closes the connection and makes the stream's
+// Recv return ctx's error. The caller must Close the returned stream.
+//
+// A caller of the OpenAI API gets its body forwarded whole, with only the
+// model, stream and stream_options.include_usage put in; any other
+// caller's request is mapped field by field (docs/API.md, "Fields across
+// dialects"). Every chunk's Raw is the event's data as the server sent it.
 //
 // An HTTP error answer is a *fleet.StatusError (Busy for 429, and for 503
 // with Retry-After or Ollama's "server busy"). So is a 2xx answer that is
 // not text/event-stream (an HTML page from a proxy, a JSON error, a server
 // that ignored stream: true); it keeps its status code.
-func (b *Backend) ChatStream(ctx context.Context, c fleet.Candidate, req *fleet.Request) (fleet.Stream, error) {
-	body, err := json.Marshal(newChatRequest(c.Model, req))
+func (b *Backend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Request) (fleet.Stream, error) {
+	path, body, err := requestBody(c, req)
 	if err != nil {
-		return nil, fmt.Errorf("encode chat request: %w", err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	resp, err := b.do(ctx, http.MethodPost, c.URL, "/chat/completions", c.APIKey, body)
+	resp, err := b.do(ctx, http.MethodPost, c.URL, path, c.APIKey, body)
 	if err != nil {
 		cancel()
 		return nil, err
+	}
+	if req.KindOf() == fleet.KindEmbed {
+		return newEmbedStream(ctx, cancel, resp.Body), nil
 	}
 	if err := checkEventStream(resp); err != nil {
 		resp.Body.Close()
@@ -153,18 +163,30 @@ func checkEventStream(resp *http.Response) error {
 
 // chatRequest is the body of POST /chat/completions.
 type chatRequest struct {
-	Model           string          `json:"model"`
-	Messages        []message       `json:"messages"`
-	Tools           []tool          `json:"tools,omitempty"`
-	Stream          bool            `json:"stream"`
-	StreamOptions   streamOptions   `json:"stream_options"`
-	Temperature     *float64        `json:"temperature,omitempty"`
-	TopP            *float64        `json:"top_p,omitempty"`
-	MaxTokens       *int            `json:"max_tokens,omitempty"`
-	Seed            *int            `json:"seed,omitempty"`
-	Stop            []string        `json:"stop,omitempty"`
-	ResponseFormat  json.RawMessage `json:"response_format,omitempty"`
-	ReasoningEffort string          `json:"reasoning_effort,omitempty"`
+	Model            string          `json:"model"`
+	Messages         []message       `json:"messages"`
+	Tools            []tool          `json:"tools,omitempty"`
+	Stream           bool            `json:"stream"`
+	StreamOptions    streamOptions   `json:"stream_options"`
+	Temperature      *float64        `json:"temperature,omitempty"`
+	TopP             *float64        `json:"top_p,omitempty"`
+	MaxTokens        *int            `json:"max_tokens,omitempty"`
+	Seed             *int            `json:"seed,omitempty"`
+	Stop             []string        `json:"stop,omitempty"`
+	ResponseFormat   json.RawMessage `json:"response_format,omitempty"`
+	ReasoningEffort  string          `json:"reasoning_effort,omitempty"`
+	ToolChoice       json.RawMessage `json:"tool_choice,omitempty"`
+	N                *int            `json:"n,omitempty"`
+	Logprobs         *bool           `json:"logprobs,omitempty"`
+	TopLogprobs      *int            `json:"top_logprobs,omitempty"`
+	PresencePenalty  *float64        `json:"presence_penalty,omitempty"`
+	FrequencyPenalty *float64        `json:"frequency_penalty,omitempty"`
+	// Sampling settings beyond OpenAI's that vLLM and llama.cpp take;
+	// the repeat penalty under both servers' names.
+	TopK              *int     `json:"top_k,omitempty"`
+	MinP              *float64 `json:"min_p,omitempty"`
+	RepeatPenalty     *float64 `json:"repeat_penalty,omitempty"`
+	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
 	// ChatTemplateKwargs turns thinking off where the caller asked for
 	// that: vLLM and llama.cpp pass it to the model's chat template.
 	ChatTemplateKwargs *templateKwargs `json:"chat_template_kwargs,omitempty"`
@@ -210,18 +232,31 @@ type imageURL struct {
 }
 
 func newChatRequest(model string, req *fleet.Request) *chatRequest {
+	o := req.Options
 	cr := &chatRequest{
-		Model:          model,
-		Messages:       make([]message, len(req.Messages)),
-		Tools:          tools(req.Tools),
-		Stream:         true,
-		StreamOptions:  streamOptions{IncludeUsage: true},
-		Temperature:    req.Options.Temperature,
-		TopP:           req.Options.TopP,
-		MaxTokens:      req.Options.MaxTokens,
-		Seed:           req.Options.Seed,
-		Stop:           req.Options.Stop,
-		ResponseFormat: responseFormat(req.Format),
+		Model:             model,
+		Messages:          make([]message, 0, len(req.Messages)+1),
+		Tools:             tools(req.Tools),
+		ToolChoice:        req.ToolChoice,
+		Stream:            true,
+		StreamOptions:     streamOptions{IncludeUsage: true},
+		Temperature:       o.Temperature,
+		TopP:              o.TopP,
+		TopK:              o.TopK,
+		MinP:              o.MinP,
+		RepeatPenalty:     o.RepeatPenalty,
+		RepetitionPenalty: o.RepeatPenalty,
+		PresencePenalty:   o.PresencePenalty,
+		FrequencyPenalty:  o.FrequencyPenalty,
+		MaxTokens:         o.MaxTokens,
+		Seed:              o.Seed,
+		Stop:              o.Stop,
+		N:                 o.N,
+		TopLogprobs:       o.TopLogprobs,
+		ResponseFormat:    responseFormat(req.Format),
+	}
+	if o.Logprobs {
+		cr.Logprobs = &o.Logprobs
 	}
 	switch {
 	case req.Thinking:
@@ -232,8 +267,17 @@ func newChatRequest(model string, req *fleet.Request) *chatRequest {
 	case req.NoThinking:
 		cr.ChatTemplateKwargs = &templateKwargs{EnableThinking: false}
 	}
-	for i, m := range req.Messages {
-		cr.Messages[i] = newMessage(m)
+	if req.KindOf() == fleet.KindGenerate {
+		// A templated generation (Ollama /api/generate without raw) is a
+		// chat of one turn.
+		if req.System != "" {
+			cr.Messages = append(cr.Messages, message{Role: "system", Content: req.System})
+		}
+		cr.Messages = append(cr.Messages, newMessage(fleet.Message{Role: "user", Content: req.Prompt, Images: req.Images}))
+		return cr
+	}
+	for _, m := range req.Messages {
+		cr.Messages = append(cr.Messages, newMessage(m))
 	}
 	return cr
 }

@@ -271,6 +271,7 @@ func collect(s fleet.Stream) ([]fleet.Chunk, error) {
 		if err != nil {
 			return chunks, err
 		}
+		c.Raw = nil // the stream's buffer; TestRawEvents checks it
 		chunks = append(chunks, c)
 	}
 	return chunks, errors.New("too many chunks")
@@ -320,9 +321,9 @@ func TestChatStream(t *testing.T) {
 	for _, tt := range streamTests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := serve(t, tt.body)
-			s, err := newBackend(t).ChatStream(t.Context(), candidate(srv), hello())
+			s, err := newBackend(t).Open(t.Context(), candidate(srv), hello())
 			if err != nil {
-				t.Fatalf("ChatStream() error = %v", err)
+				t.Fatalf("Open() error = %v", err)
 			}
 			defer s.Close()
 			chunks, err := collect(s)
@@ -455,14 +456,14 @@ func TestChatStreamStatus(t *testing.T) {
 				io.WriteString(w, tt.body)
 			}))
 			defer srv.Close()
-			s, err := newBackend(t).ChatStream(t.Context(), candidate(srv), hello())
+			s, err := newBackend(t).Open(t.Context(), candidate(srv), hello())
 			if err == nil {
 				s.Close()
-				t.Fatalf("ChatStream() = a stream; want an error")
+				t.Fatalf("Open() = a stream; want an error")
 			}
 			se, ok := errors.AsType[*fleet.StatusError](err)
 			if !ok {
-				t.Fatalf("ChatStream() error = %v; want a *fleet.StatusError", err)
+				t.Fatalf("Open() error = %v; want a *fleet.StatusError", err)
 			}
 			got := *se
 			if tt.wantMessage != "" {
@@ -472,7 +473,7 @@ func TestChatStreamStatus(t *testing.T) {
 				got.Message = ""
 			}
 			if got != tt.want {
-				t.Errorf("ChatStream() error = %+v; want %+v", got, tt.want)
+				t.Errorf("Open() error = %+v; want %+v", got, tt.want)
 			}
 			if c := fleet.Classify(t.Context(), err); c != tt.wantClass {
 				t.Errorf("Classify() = %v; want %v", c, tt.wantClass)
@@ -548,9 +549,9 @@ func TestChatStreamCutConnection(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := hijack(t, func(w *bufio.Writer) { w.WriteString(tt.raw) })
-			s, err := newBackend(t).ChatStream(t.Context(), candidate(srv), hello())
+			s, err := newBackend(t).Open(t.Context(), candidate(srv), hello())
 			if err != nil {
-				t.Fatalf("ChatStream() error = %v", err)
+				t.Fatalf("Open() error = %v", err)
 			}
 			defer s.Close()
 			chunks, err := collect(s)
@@ -646,13 +647,15 @@ func TestStreamUnblocks(t *testing.T) {
 			defer srv.Close()
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			s, err := newBackend(t).ChatStream(ctx, candidate(srv), hello())
+			s, err := newBackend(t).Open(ctx, candidate(srv), hello())
 			if err != nil {
-				t.Fatalf("ChatStream() error = %v", err)
+				t.Fatalf("Open() error = %v", err)
 			}
 			defer s.Close()
 			for _, want := range tt.first {
-				if c, err := s.Recv(); err != nil || !reflect.DeepEqual(c, want) {
+				c, err := s.Recv()
+				c.Raw = nil
+				if err != nil || !reflect.DeepEqual(c, want) {
 					t.Fatalf("Recv() = %+v, %v; want %+v", c, err, want)
 				}
 			}
@@ -680,9 +683,9 @@ func TestStreamUnblocks(t *testing.T) {
 
 func TestCloseAfterEnd(t *testing.T) {
 	srv := serve(t, cleanStream)
-	s, err := newBackend(t).ChatStream(t.Context(), candidate(srv), hello())
+	s, err := newBackend(t).Open(t.Context(), candidate(srv), hello())
 	if err != nil {
-		t.Fatalf("ChatStream() error = %v", err)
+		t.Fatalf("Open() error = %v", err)
 	}
 	if _, err := collect(s); err != io.EOF {
 		t.Fatalf("collect() error = %v; want io.EOF", err)
@@ -701,12 +704,12 @@ func TestChatStreamDeadPort(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	c := candidate(srv)
 	srv.Close()
-	_, err := newBackend(t).ChatStream(t.Context(), c, hello())
+	_, err := newBackend(t).Open(t.Context(), c, hello())
 	if err == nil {
-		t.Fatalf("ChatStream() to a closed port = nil error")
+		t.Fatalf("Open() to a closed port = nil error")
 	}
 	if _, ok := errors.AsType[*fleet.StatusError](err); ok {
-		t.Errorf("ChatStream() error = %v; want a transport error, not a status", err)
+		t.Errorf("Open() error = %v; want a transport error, not a status", err)
 	}
 	if c := fleet.Classify(t.Context(), err); c != fleet.ClassTransient {
 		t.Errorf("Classify() = %v; want transient", c)
@@ -828,9 +831,9 @@ func TestChatStreamRequest(t *testing.T) {
 			c := candidate(srv)
 			c.URL += "/" // a trailing slash must not double
 			c.APIKey = tt.apiKey
-			s, err := newBackend(t).ChatStream(t.Context(), c, &tt.req)
+			s, err := newBackend(t).Open(t.Context(), c, &tt.req)
 			if err != nil {
-				t.Fatalf("ChatStream() error = %v", err)
+				t.Fatalf("Open() error = %v", err)
 			}
 			defer s.Close()
 			if _, err := collect(s); err != io.EOF {
@@ -938,10 +941,10 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
 	}))
 	defer srv.Close()
-	_, err := newBackend(t).ChatStream(t.Context(), candidate(srv), &fleet.Request{Messages: []fleet.Message{{Role: "user", Content: "hi"}}})
+	_, err := newBackend(t).Open(t.Context(), candidate(srv), &fleet.Request{Messages: []fleet.Message{{Role: "user", Content: "hi"}}})
 	var se *fleet.StatusError
 	if !errors.As(err, &se) || se.StatusCode != http.StatusFound {
-		t.Errorf("ChatStream() error = %v; want the 302 as a status error", err)
+		t.Errorf("Open() error = %v; want the 302 as a status error", err)
 	}
 	if elsewhere.Load() != 0 {
 		t.Error("the redirect was followed")

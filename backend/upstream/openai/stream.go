@@ -3,10 +3,13 @@ package openai
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -159,6 +162,8 @@ type chunkJSON struct {
 }
 
 type choiceJSON struct {
+	// Text is a completion's (/completions) text.
+	Text  string `json:"text"`
 	Delta struct {
 		Role             string         `json:"role"`
 		Content          string         `json:"content"`
@@ -167,6 +172,11 @@ type choiceJSON struct {
 		ToolCalls        []toolCallJSON `json:"tool_calls"`
 	} `json:"delta"`
 	FinishReason string `json:"finish_reason"`
+	// Logprobs: a chat chunk's {"content":[...]}; a completion's older
+	// shape has no content and is kept in Raw only.
+	Logprobs *struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"logprobs"`
 }
 
 type toolCallJSON struct {
@@ -210,7 +220,7 @@ func (s *stream) decode(data []byte) (fleet.Chunk, error) {
 	if string(d.Object) == `"error"` {
 		return fleet.Chunk{}, upstream.EventError(orRaw(d.Message, data), code(d.Code))
 	}
-	c := fleet.Chunk{Model: s.modelName(d.Model)}
+	c := fleet.Chunk{Model: s.modelName(d.Model), Raw: data}
 	if d.Usage != nil {
 		c.Usage = &fleet.Usage{PromptTokens: d.Usage.PromptTokens, CompletionTokens: d.Usage.CompletionTokens}
 	}
@@ -219,7 +229,10 @@ func (s *stream) decode(data []byte) (fleet.Chunk, error) {
 	}
 	ch := &d.Choices[0]
 	c.Role = ch.Delta.Role
-	c.Content = ch.Delta.Content
+	c.Content = ch.Delta.Content + ch.Text
+	if lp := ch.Logprobs; lp != nil && isSet(lp.Content) {
+		c.Logprobs = bytes.Clone(lp.Content)
+	}
 	c.Reasoning = ch.Delta.Reasoning
 	if c.Reasoning == "" {
 		c.Reasoning = ch.Delta.ReasoningContent
@@ -353,4 +366,92 @@ func orRaw(msg string, raw []byte) string {
 func clip(b []byte) string {
 	const n = 200
 	return upstream.Clip(string(b[:min(len(b), n+1)]), n)
+}
+
+// embedStream is the answer of /embeddings: one JSON object, read whole on
+// the first Recv and handed over as one chunk.
+type embedStream struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	body   io.ReadCloser
+	done   bool
+	once   sync.Once
+}
+
+func newEmbedStream(ctx context.Context, cancel context.CancelFunc, body io.ReadCloser) *embedStream {
+	return &embedStream{ctx: ctx, cancel: cancel, body: body}
+}
+
+// maxEmbedBody bounds an embedding answer.
+const maxEmbedBody = 256 << 20
+
+func (s *embedStream) Recv() (fleet.Chunk, error) {
+	if s.done {
+		return fleet.Chunk{}, io.EOF
+	}
+	s.done = true
+	b, err := upstream.ReadAll(s.ctx, s.body, maxEmbedBody, "embeddings")
+	if err != nil {
+		return fleet.Chunk{}, err
+	}
+	var v struct {
+		Model string `json:"model"`
+		Data  []struct {
+			Index     int             `json:"index"`
+			Embedding json.RawMessage `json:"embedding"`
+		} `json:"data"`
+		Usage *usageJSON      `json:"usage"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fleet.Chunk{}, &fleet.MalformedError{Detail: "embeddings " + clip(b), Err: err}
+	}
+	if isSet(v.Error) {
+		return fleet.Chunk{}, eventError(b)
+	}
+	if len(v.Data) == 0 {
+		return fleet.Chunk{}, &fleet.MalformedError{Detail: "embeddings answer without data: " + clip(b)}
+	}
+	c := fleet.Chunk{Model: v.Model, FinishReason: "stop", Raw: b, Embeddings: make([][]float32, len(v.Data))}
+	for i, d := range v.Data {
+		vec, err := vector(d.Embedding)
+		if err != nil || d.Index < 0 || d.Index >= len(v.Data) {
+			return fleet.Chunk{}, &fleet.MalformedError{Detail: fmt.Sprintf("embeddings data[%d]", i), Err: err}
+		}
+		c.Embeddings[d.Index] = vec
+	}
+	if v.Usage != nil {
+		c.Usage = &fleet.Usage{PromptTokens: v.Usage.PromptTokens}
+	}
+	return c, nil
+}
+
+// vector reads an embedding: an array of numbers, or the base64 of
+// little-endian float32s (encoding_format "base64").
+func vector(raw json.RawMessage) ([]float32, error) {
+	var floats []float32
+	if err := json.Unmarshal(raw, &floats); err == nil {
+		return floats, nil
+	}
+	var b64 string
+	if err := json.Unmarshal(raw, &b64); err != nil {
+		return nil, errors.New("neither numbers nor base64")
+	}
+	b, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(b)%4 != 0 {
+		return nil, errors.New("base64 that is not float32s")
+	}
+	floats = make([]float32, len(b)/4)
+	for i := range floats {
+		floats[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return floats, nil
+}
+
+func (s *embedStream) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		s.body.Close()
+	})
+	return nil
 }

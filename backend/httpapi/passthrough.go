@@ -1,0 +1,156 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/router"
+)
+
+// forward sends body (JSON) as method path to c's server and copies the
+// answer to the caller as it comes.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, c fleet.Candidate, method, path string, body any, writeErr func(http.ResponseWriter, int, string)) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {r.Header.Get("Accept")}}
+	resp, err := s.o.Upstreams.Do(r.Context(), c, method, path, h, bytes.NewReader(b))
+	if err != nil {
+		writeErr(w, http.StatusBadGateway, fmt.Sprintf("the server of candidate %s (%s) did not answer: %v", c.ID, c.URL, clipText(err.Error(), 300)))
+		return
+	}
+	defer resp.Body.Close()
+	s.copyAnswer(w, resp)
+}
+
+// copyAnswer copies an upstream's answer to the caller, flushing as it
+// comes (an NDJSON or SSE stream stays a stream).
+func (s *Server) copyAnswer(w http.ResponseWriter, resp *http.Response) {
+	for k, v := range resp.Header {
+		if hopHeader(k) || strings.HasPrefix(http.CanonicalHeaderKey(k), "Access-Control-") {
+			continue
+		}
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	cw := newChunkWriter(w, s.o.WriteTimeout)
+	var buf [32 << 10]byte
+	for {
+		n, err := resp.Body.Read(buf[:])
+		if n > 0 {
+			cw.buf = append(cw.buf[:0], buf[:n]...)
+			if cw.flush() != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// hopHeader reports whether a header belongs to one connection only
+// (RFC 9110, 7.6.1) or is Switchyard's to set.
+func hopHeader(k string) bool {
+	switch http.CanonicalHeaderKey(k) {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Content-Length":
+		return true
+	}
+	return false
+}
+
+// passThrough handles an /api/* or /v1/* path that Switchyard does not
+// speak itself: it goes, unchanged but for the model's name, to the first
+// candidate that may take a request now and serves the named model (or
+// the default), so that endpoints newer than Switchyard work
+// (docs/API.md, "Pass-through"). No routing: no failover, no history.
+func (s *Server) passThrough(writeErr func(http.ResponseWriter, int, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.o.Upstreams == nil {
+			writeErr(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+clipText(r.URL.Path, 200))
+			return
+		}
+		rc := http.NewResponseController(w)
+		rc.SetReadDeadline(time.Now().Add(s.o.BodyReadTimeout))
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			status, err := s.bodyError(err)
+			writeErr(w, status, err.Error())
+			return
+		}
+		rc.SetReadDeadline(time.Time{})
+		var fields map[string]json.RawMessage
+		var model string
+		if json.Unmarshal(body, &fields) == nil {
+			json.Unmarshal(fields["model"], &model)
+		}
+		if err := checkModel(model); err != nil {
+			writeErr(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		cands, err := s.o.Router.Available(model)
+		if err != nil {
+			if errors.Is(err, fleet.ErrUnknownModel) {
+				writeErr(w, http.StatusNotFound, err.Error())
+				return
+			}
+			writeErr(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		ollamaPath := strings.HasPrefix(r.URL.Path, "/api/")
+		i := 0
+		for i < len(cands) && ollamaPath && cands[i].Provider != fleet.ProviderOllama {
+			i++
+		}
+		if i == len(cands) {
+			w.Header().Set("Retry-After", "1")
+			writeErr(w, http.StatusServiceUnavailable, fmt.Sprintf("no candidate that serves %s is available now", clipText(r.URL.Path, 200)))
+			return
+		}
+		c := cands[i]
+		if _, ok := fields["model"]; ok {
+			fields["model"], _ = json.Marshal(c.Model)
+			body, _ = json.Marshal(fields)
+		}
+		h := r.Header.Clone()
+		for k := range h {
+			if hopHeader(k) || passHidden(k) {
+				h.Del(k)
+			}
+		}
+		path := r.URL.EscapedPath()
+		if r.URL.RawQuery != "" {
+			path += "?" + r.URL.RawQuery
+		}
+		resp, err := s.o.Upstreams.Do(r.Context(), c, r.Method, path, h, bytes.NewReader(body))
+		if err != nil {
+			writeErr(w, http.StatusBadGateway, fmt.Sprintf("the server of candidate %s did not answer: %v", c.ID, clipText(err.Error(), 300)))
+			return
+		}
+		defer resp.Body.Close()
+		first, _ := s.o.Router.Resolve(model, false)
+		routeHeaders(w.Header(), router.Meta{RequestID: router.NewID(), Candidate: c, Fallback: c.ID != first.ID})
+		s.copyAnswer(w, resp)
+	}
+}
+
+// passHidden reports whether a caller's header stays with Switchyard: its
+// own key, the browser's, and Switchyard's.
+func passHidden(k string) bool {
+	k = http.CanonicalHeaderKey(k)
+	switch k {
+	case "Host", "Authorization", "Cookie", "Origin", "Referer":
+		return true
+	}
+	return strings.HasPrefix(k, "Sec-") || strings.HasPrefix(k, "X-Switchyard-")
+}

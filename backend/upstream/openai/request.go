@@ -1,0 +1,160 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/upstream"
+)
+
+// The endpoints below a candidate's base URL (which ends in /v1).
+const (
+	pathChat        = "/chat/completions"
+	pathCompletions = "/completions"
+	pathEmbeddings  = "/embeddings"
+)
+
+// requestBody returns the endpoint and body for req on c.
+func requestBody(c fleet.Candidate, req *fleet.Request) (string, []byte, error) {
+	kind := req.KindOf()
+	if raw := req.RawFor(fleet.ProviderOpenAI); raw != nil {
+		return rawBody(c, req, raw)
+	}
+	var (
+		path = pathChat
+		v    any
+	)
+	switch {
+	case kind == fleet.KindEmbed:
+		path, v = pathEmbeddings, embedRequest{Model: c.Model, Input: req.Input, Dimensions: req.Dimensions}
+	case kind == fleet.KindGenerate && (req.RawPrompt || req.Suffix != ""):
+		path, v = pathCompletions, newCompletionRequest(c.Model, req)
+	default:
+		v = newChatRequest(c.Model, req)
+	}
+	body, err := json.Marshal(v)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode request: %w", err)
+	}
+	return path, body, nil
+}
+
+// rawBody forwards the fields of an OpenAI caller to the endpoint it
+// called, with the candidate's model, a stream with usage, and thinking
+// as the router resolved it where the caller did not say.
+func rawBody(c fleet.Candidate, req *fleet.Request, raw map[string]json.RawMessage) (string, []byte, error) {
+	set := map[string]any{"model": c.Model}
+	path := pathChat
+	switch req.KindOf() {
+	case fleet.KindEmbed:
+		body, err := upstream.MergeRaw(raw, set)
+		return pathEmbeddings, body, err
+	case fleet.KindGenerate:
+		path = pathCompletions
+	}
+	set["stream"] = true
+	opts := map[string]json.RawMessage{}
+	if so := raw["stream_options"]; len(so) > 0 && string(so) != "null" {
+		if err := json.Unmarshal(so, &opts); err != nil {
+			return "", nil, badRequest("stream_options: expected an object")
+		}
+	}
+	opts["include_usage"] = json.RawMessage("true") // for the history; dropped for a caller that did not ask
+	set["stream_options"] = opts
+	_, effort := raw["reasoning_effort"]
+	_, reasoning := raw["reasoning"]
+	_, kwargs := raw["chat_template_kwargs"]
+	switch {
+	case req.Thinking && !effort && !reasoning:
+		set["reasoning_effort"] = "medium" // the deep-thinking model named as the model
+	case req.NoThinking && !kwargs && path == pathChat:
+		set["chat_template_kwargs"] = templateKwargs{EnableThinking: false}
+	}
+	body, err := upstream.MergeRaw(raw, set)
+	return path, body, err
+}
+
+// Check reports what of req an OpenAI-compatible server can't be sent
+// without changing the answer (fleet.Checker): a generation with images or
+// a format that must go to /v1/completions, which takes neither. A caller of
+// the OpenAI API is never refused; fields of an Ollama caller that these
+// servers fix at start (num_ctx, keep_alive) are dropped, as docs/API.md
+// says.
+func (b *Backend) Check(_ fleet.Candidate, req *fleet.Request) error {
+	if req.RawFor(fleet.ProviderOpenAI) != nil {
+		return nil
+	}
+	if len(req.DialectOnly) > 0 {
+		return fmt.Errorf("%s: only an Ollama server takes it", strings.Join(req.DialectOnly, ", "))
+	}
+	if req.KindOf() != fleet.KindGenerate {
+		return nil
+	}
+	if !req.RawPrompt && req.Suffix == "" {
+		return nil // sent as a chat
+	}
+	switch {
+	case len(req.Images) > 0:
+		return errors.New("images with raw or suffix: /v1/completions takes no images")
+	case len(req.Format) > 0 && string(req.Format) != "null":
+		return errors.New("format with raw or suffix: /v1/completions has no format")
+	}
+	return nil
+}
+
+// badRequest reports a request that is wrong whatever the server.
+func badRequest(msg string) *fleet.StatusError {
+	return &fleet.StatusError{StatusCode: 400, Message: "invalid request: " + msg}
+}
+
+// completionRequest is the body of POST /completions.
+type completionRequest struct {
+	Model             string        `json:"model"`
+	Prompt            string        `json:"prompt"`
+	Suffix            string        `json:"suffix,omitempty"`
+	Stream            bool          `json:"stream"`
+	StreamOptions     streamOptions `json:"stream_options"`
+	Temperature       *float64      `json:"temperature,omitempty"`
+	TopP              *float64      `json:"top_p,omitempty"`
+	TopK              *int          `json:"top_k,omitempty"`
+	MinP              *float64      `json:"min_p,omitempty"`
+	RepeatPenalty     *float64      `json:"repeat_penalty,omitempty"`
+	RepetitionPenalty *float64      `json:"repetition_penalty,omitempty"`
+	PresencePenalty   *float64      `json:"presence_penalty,omitempty"`
+	FrequencyPenalty  *float64      `json:"frequency_penalty,omitempty"`
+	MaxTokens         *int          `json:"max_tokens,omitempty"`
+	Seed              *int          `json:"seed,omitempty"`
+	Stop              []string      `json:"stop,omitempty"`
+	Logprobs          *int          `json:"logprobs,omitempty"`
+}
+
+// newCompletionRequest maps a raw generation (Ollama raw: true, or one
+// with a suffix) to /completions.
+func newCompletionRequest(model string, req *fleet.Request) *completionRequest {
+	o := req.Options
+	cr := &completionRequest{
+		Model: model, Prompt: req.Prompt, Suffix: req.Suffix, Stream: true, StreamOptions: streamOptions{IncludeUsage: true},
+		Temperature: o.Temperature, TopP: o.TopP, TopK: o.TopK, MinP: o.MinP,
+		RepeatPenalty: o.RepeatPenalty, RepetitionPenalty: o.RepeatPenalty,
+		PresencePenalty: o.PresencePenalty, FrequencyPenalty: o.FrequencyPenalty,
+		MaxTokens: o.MaxTokens, Seed: o.Seed, Stop: o.Stop,
+	}
+	if o.Logprobs {
+		n := 0
+		if o.TopLogprobs != nil {
+			n = *o.TopLogprobs
+		}
+		cr.Logprobs = &n
+	}
+	return cr
+}
+
+// embedRequest is the body of POST /embeddings.
+type embedRequest struct {
+	Model      string   `json:"model"`
+	Input      []string `json:"input"`
+	Dimensions int      `json:"dimensions,omitempty"`
+}
