@@ -67,7 +67,8 @@ build-desktop: deps-desktop frontend
 	CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" $(GO) build -tags desktop,production -ldflags "-w -s" -o $(BIN) .
 
 # test: everything CI runs. Go unit, integration, load and crash tests
-# under the race detector; the official npm clients against a live server;
+# under the race detector; the official npm clients and the libraries
+# built on them (AI SDK, LangChain) against a live server;
 # the UI in Debian's Chromium; the desktop window under Xvfb.
 test: deps-test node-deps frontend
 	$(GO) vet ./...
@@ -79,11 +80,16 @@ test-go:
 test-frontend: frontend/node_modules/.package-lock.json
 	cd frontend && npm test
 
-test-node: build
-	cd e2e && node --test clients.test.mjs
+# The end-to-end tests run on the Node that e2e installs itself (npm's
+# "node" package, pinned in e2e/package.json): current client libraries
+# (openai, the AI SDK, LangChain) need Node 22 or later.
+E2E_NODE := ./node_modules/.bin/node
 
-test-browser: build
-	cd e2e && node --test ui.test.mjs
+test-node: build e2e/node_modules/.package-lock.json
+	cd e2e && $(E2E_NODE) --test clients.test.mjs libs.test.mjs
+
+test-browser: build e2e/node_modules/.package-lock.json
+	cd e2e && $(E2E_NODE) --test ui.test.mjs
 
 test-window: build-desktop
 	./scripts/window-smoke.sh
@@ -91,8 +97,11 @@ test-window: build-desktop
 experiment: build
 	./$(BIN) experiment
 
+# bench: Switchyard against a bare reverse proxy and the upstream itself,
+# on loopback (a few minutes); regenerates docs/BENCHMARKS.md and the CPU
+# and allocation profiles it summarises, in build/bench/.
 bench: build
-	./$(BIN) bench
+	./$(BIN) bench --markdown docs/BENCHMARKS.md --profile build/bench
 
 clean:
 	rm -rf build/bin frontend/dist/assets frontend/dist/index.html

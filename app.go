@@ -144,17 +144,15 @@ func desktop(stderr io.Writer) int {
 	}
 	o := baseOptions(stderr)
 	o.Webview = true // the window's webview calls the API
+	// The usual address may be taken by a running `serve`: the window's
+	// API then gets a port of its own, and its status line says so.
+	o.PortFallback = true
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sys, err := system.New(ctx, o)
 	if err != nil {
-		// The usual address may be taken by a running `serve`: the window
-		// then gets its own port.
-		o.Addr = "127.0.0.1:0"
-		if sys, err = system.New(ctx, o); err != nil {
-			fmt.Fprintf(stderr, "switchyard: %v\n", err)
-			return exitError
-		}
+		fmt.Fprintf(stderr, "switchyard: %v\n", err)
+		return exitError
 	}
 	app := &App{sys: sys, dataDir: filepath.Join(o.DataHome, "switchyard"), stop: make(chan struct{})}
 	done := make(chan error, 1)

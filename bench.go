@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -14,26 +13,30 @@ import (
 )
 
 // benchmark runs Switchyard's benchmarks on loopback: a table on stdout,
-// progress on stderr, and optionally JSON and a markdown document.
+// progress on stderr, and optionally JSON, a markdown document and
+// profiles.
 func benchmark(args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	quick := fl.Bool("quick", false, "a short run (under 30s) instead of the full one (under 3min)")
+	fl := newCommand("bench", `Measure Switchyard against a bare httputil.ReverseProxy and the upstream
+itself, in one process on 127.0.0.1: latency added, failover, the open
+breaker, throughput, memory per open stream and the history's cost, for
+streamed and non-stream requests, each as a ratio to the bare proxy in the
+same run. make bench regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
+	quick := fl.Bool("quick", false, "a short run (about a minute) instead of the full one (about three)")
 	jsonPath := fl.String("json", "", "also write the results as JSON to `FILE`")
 	mdPath := fl.String("markdown", "", "also write the results as a markdown document to `FILE` (docs/BENCHMARKS.md)")
-	if err := fl.Parse(args); err != nil {
-		return exitUsage
+	profileDir := fl.String("profile", "", "also profile the Switchyard path at concurrency 1, streamed and not: CPU and allocation profiles and their summary (summary.txt) in `DIR`, which the markdown includes")
+	if exit, ok := fl.parse(args); !ok {
+		return exit
 	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "switchyard bench: unexpected argument %q\n", fl.Arg(0))
-		return exitUsage
-	}
-	o := bench.Options{Sizes: bench.Full(), Command: "switchyard bench"}
+	o := bench.Options{Sizes: bench.Full(), Command: "switchyard bench", ProfileDir: *profileDir}
 	if *quick {
 		o.Sizes, o.Command = bench.Quick(), "switchyard bench --quick"
 	}
 	if *mdPath != "" {
 		o.Command += " --markdown " + *mdPath
+	}
+	if *profileDir != "" {
+		o.Command += " --profile " + *profileDir
 	}
 	o.Logf = log.New(stderr, "bench: ", log.Ltime).Printf
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,12 +15,13 @@ import (
 
 // check validates the config and reports each candidate's reachability.
 func check(args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("check", flag.ContinueOnError)
-	fl.SetOutput(stderr)
+	fl := newCommand("check", `Validate the config and ask each candidate's server whether it answers and
+serves its model; read the GPUs. Exit 0 when all is well, 1 for a bad config,
+3 when a candidate did not answer or lacks its model.`, stdout, stderr)
 	o := baseOptions(stderr)
-	fl.StringVar(&o.ConfigPath, "config", "", "config file")
-	if err := fl.Parse(args); err != nil {
-		return exitUsage
+	fl.StringVar(&o.ConfigPath, "config", "", "config `FILE` (default $XDG_CONFIG_HOME/switchyard/config.yaml)")
+	if exit, ok := fl.parse(args); !ok {
+		return exit
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -31,7 +31,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	if rep.Missing {
-		fmt.Fprintf(stdout, "no config at %s: the embedded default applies (local Ollama on :11434 and OpenAI-compatible servers on :8000/:8080, else the demo fleet)\n", rep.Path)
+		printProbes(stdout, rep)
 	} else {
 		fmt.Fprintf(stdout, "config %s is valid: %d candidates\n", rep.Path, len(rep.Results))
 	}
@@ -72,3 +72,38 @@ func check(args []string, stdout, stderr io.Writer) int {
 }
 
 func gib(b uint64) float64 { return float64(b) / (1 << 30) }
+
+// printProbes says, for a machine without a config file, where serve looks
+// for servers, what it found, and what it would do.
+func printProbes(w io.Writer, rep system.CheckReport) {
+	fmt.Fprintf(w, "no config at %s: the embedded default applies. Looked for local model servers:\n", rep.Path)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	models := 0
+	for _, p := range rep.Probes {
+		kind := "Ollama"
+		if p.Provider != "ollama" {
+			kind = "OpenAI-compatible"
+		}
+		var found string
+		switch {
+		case p.Err != nil:
+			found = "nothing answered (" + p.Err.Error() + ")"
+		case len(p.Models) == 0:
+			found = "answered, with no models"
+		default:
+			names := make([]string, len(p.Models))
+			for i, m := range p.Models {
+				names[i] = m.Name
+			}
+			found = fmt.Sprintf("found %d: %s", len(names), strings.Join(names, ", "))
+			models += len(names)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", kind, p.URL, found)
+	}
+	tw.Flush()
+	if models == 0 {
+		fmt.Fprintln(w, "serve would start the demo fleet (simulated servers); write a config to route to servers elsewhere (docs/CONFIG.md)")
+		return
+	}
+	fmt.Fprintf(w, "serve would route to these %d models\n", models)
+}

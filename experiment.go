@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,17 +18,19 @@ import (
 // "Failover experiment"): a table on stdout, a
 // progress bar on stderr, exit 1 when an expectation fails.
 func experiment(args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("experiment", flag.ContinueOnError)
-	fl.SetOutput(stderr)
+	fl := newCommand("experiment", `Run the failover experiment: start a simulated fleet and Switchyard, send
+requests through it with the primary healthy, failing and dying, print a table
+of errors, fallbacks and latencies per scenario, and exit 1 when a scenario
+does not end as expected.`, stdout, stderr)
 	var o failover.Options
 	fl.IntVar(&o.Requests, "requests", 100, "requests per scenario")
 	fl.IntVar(&o.Concurrency, "concurrency", 10, "requests in flight at once")
 	jsonPath := fl.String("json", "", "also write the results as JSON to `FILE`")
-	if err := fl.Parse(args); err != nil {
-		return exitUsage
+	if exit, ok := fl.parse(args); !ok {
+		return exit
 	}
-	if fl.NArg() > 0 || o.Requests < 1 || o.Concurrency < 1 {
-		fmt.Fprintln(stderr, "switchyard experiment: --requests and --concurrency must be at least 1, and no arguments")
+	if o.Requests < 1 || o.Concurrency < 1 {
+		fmt.Fprintln(stderr, "switchyard experiment: --requests and --concurrency must be at least 1 (see switchyard experiment --help)")
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -9,7 +9,6 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -52,7 +51,7 @@ Usage:
   switchyard demo [flags]       serve a simulated fleet, for trying it with nothing installed
   switchyard check [--config F] validate the config and check each candidate
   switchyard experiment [flags] run the failover experiment against a simulated fleet (--requests N --concurrency C --json FILE)
-  switchyard bench [flags]      benchmark Switchyard on loopback (--quick --json FILE --markdown FILE)
+  switchyard bench [flags]      benchmark Switchyard on loopback (--quick --json FILE --markdown FILE --profile DIR)
   switchyard version
 
 Flags of serve and demo:
@@ -83,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "serve", "demo":
-		return serve(cmd, rest, stderr)
+		return serve(cmd, rest, stdout, stderr)
 	case "check":
 		return check(rest, stdout, stderr)
 	case "experiment":
@@ -125,20 +124,32 @@ func envOr(key, fallback string) string {
 	return fallback
 }
 
-func serve(cmd string, args []string, stderr io.Writer) int {
-	fl := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	o := baseOptions(stderr)
-	fl.StringVar(&o.ConfigPath, "config", "", "config file")
-	fl.StringVar(&o.Addr, "addr", "", "listen address")
-	fl.StringVar(&o.DBPath, "db", "", "history database")
-	demo := fl.Bool("demo", false, "serve the simulated demo fleet")
-	if err := fl.Parse(args); err != nil {
-		return exitUsage
+// The summaries of serve and demo, for their --help.
+const (
+	serveSummary = `Run the router headless: the OpenAI- and Ollama-compatible API and the web UI
+at http://ADDR/. With no config file it looks for local servers (Ollama on
+127.0.0.1:11434, OpenAI-compatible on 127.0.0.1:8000 and :8080) and routes to
+their models; if none answers it serves the simulated demo fleet.`
+	demoSummary = `Serve the simulated demo fleet: four model servers in-process, whose faults
+you can inject from the UI, to try Switchyard with nothing installed.`
+)
+
+func serve(cmd string, args []string, stdout, stderr io.Writer) int {
+	summary := serveSummary
+	if cmd == "demo" {
+		summary = demoSummary
 	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "switchyard %s: unexpected argument %q\n", cmd, fl.Arg(0))
-		return exitUsage
+	fl := newCommand(cmd, summary, stdout, stderr)
+	o := baseOptions(stderr)
+	fl.StringVar(&o.ConfigPath, "config", "", "config `FILE` (default $XDG_CONFIG_HOME/switchyard/config.yaml)")
+	fl.StringVar(&o.Addr, "addr", "", "listen `ADDR`ESS, host:port (default the config's listen, 127.0.0.1:8484)")
+	fl.StringVar(&o.DBPath, "db", "", "history database `FILE` (default the config's history.path, else $XDG_DATA_HOME/switchyard/history.db)")
+	demo := new(bool)
+	if cmd == "serve" {
+		fl.BoolVar(demo, "demo", false, "serve the simulated demo fleet instead of the configured servers")
+	}
+	if exit, ok := fl.parse(args); !ok {
+		return exit
 	}
 	o.Demo = *demo || cmd == "demo"
 

@@ -11,33 +11,23 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 
 import {
+  DEMO_IDS,
+  PRIMARY,
+  SECONDARY,
   TEST_TIMEOUT_MS,
   answerOf,
   candidateStatus,
+  fleetOf,
   hello,
   ollamaClient,
   openaiClient,
   rawRequest,
   routing,
   setFault,
-  status,
   thinkingOf,
   waitRecord,
 } from './lib/helpers.mjs';
 import { startServer } from './lib/server.mjs';
-
-const PRIMARY = 'qwen3-8b'; // default_model of the demo fleet, priority 1
-const SECONDARY = 'llama3.2-3b'; // priority 2: where a failed primary falls back to
-const DEMO_IDS = ['qwen3-8b', 'llama3.2-3b', 'qwen3-32b-vllm', 'mistral-7b-llamacpp'];
-
-/** Upstream model names by candidate id, and the two first choices, from the status endpoint. */
-async function fleetOf(server) {
-  const st = await status(server);
-  const models = Object.fromEntries(st.candidates.map((c) => [c.id, c.model]));
-  for (const id of DEMO_IDS) assert.ok(models[id], `status lists candidate ${id}: ${JSON.stringify(models)}`);
-  assert.equal(st.default_model, PRIMARY);
-  return { models, deep: st.deep_thinking_model, status: st };
-}
 
 /** Asserts text contains nothing that another demo candidate would say. */
 function assertOnlyFrom(id, text) {

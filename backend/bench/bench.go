@@ -1,11 +1,12 @@
 // Package bench measures Switchyard's costs on loopback against simulated
-// upstreams, each as a ratio to a baseline measured in the same run:
+// upstreams, each as a ratio to a baseline measured in the same run, for
+// streamed answers and for whole (non-stream) ones:
 //
-//   - overhead: streaming TTFT and total latency through Switchyard, a bare
-//     httputil.ReverseProxy and straight to the upstream, interleaved
-//     request by request at several concurrencies;
-//   - failover: the TTFT a failing primary adds before its fallback serves,
-//     per fault, against the fallback serving as first choice;
+//   - overhead: TTFT and total latency through Switchyard (its history
+//     on), a bare httputil.ReverseProxy and straight to the upstream,
+//     interleaved request by request at several concurrencies;
+//   - failover: the latency a failing primary adds before its fallback
+//     serves, per fault, against the fallback serving as first choice;
 //   - breaker: the TTFT a primary with an open breaker adds (none, ideally)
 //     and the requests it still receives (one half-open probe per
 //     cool-down);
@@ -14,7 +15,9 @@
 //   - memory: heap and stacks per open stream, with a thousand streams held
 //     open mid-answer through each path;
 //   - history: the rate the SQLite writer sustains, and the latency the
-//     history adds to a request.
+//     history adds to a request;
+//   - profile (when asked for): CPU and allocation profiles of the
+//     Switchyard path at concurrency 1 and a summary of where they go.
 //
 // Everything runs in this process and talks only to 127.0.0.1; every loop
 // is bounded in count and time.
@@ -63,12 +66,17 @@ type Sizes struct {
 	// number of requests per variant (history on, off) at each of
 	// concurrency 1 and 8.
 	HistoryRecords, HistoryWriters, HistoryRequests int
+	// Profile is the number of requests per mode through Switchyard
+	// under the CPU profiler, and ProfileAllocs the number per mode and
+	// path (Switchyard, direct) while allocations are profiled, in the
+	// profile section (run only when Options.ProfileDir is set).
+	Profile, ProfileAllocs int
 }
 
-// Quick is a short run: under 30 seconds here.
+// Quick is a short run: about a minute on 2 cores.
 func Quick() Sizes {
 	return Sizes{
-		Budget:      45 * time.Second,
+		Budget:      3 * time.Minute,
 		Concurrency: []int{1, 8, 64},
 		Overhead:    400, Failover: 200,
 		Hang: 24, HangDeadline: 100 * time.Millisecond,
@@ -76,20 +84,23 @@ func Quick() Sizes {
 		ThroughputConcurrency: 64, ThroughputRounds: 3, ThroughputRequests: 600,
 		Streams:        1000,
 		HistoryRecords: 5000, HistoryWriters: 32, HistoryRequests: 300,
+		Profile: 600, ProfileAllocs: 150,
 	}
 }
 
-// Full is the default run: under 3 minutes here.
+// Full is the default run: two to three minutes on 2 cores, longer on a
+// machine busy with other work.
 func Full() Sizes {
 	return Sizes{
-		Budget:      4 * time.Minute,
+		Budget:      8 * time.Minute,
 		Concurrency: []int{1, 8, 64},
-		Overhead:    2000, Failover: 1000,
+		Overhead:    2000, Failover: 600,
 		Hang: 64, HangDeadline: 100 * time.Millisecond,
 		BreakerFor: 6 * time.Second, OpenDuration: time.Second,
-		ThroughputConcurrency: 64, ThroughputRounds: 8, ThroughputRequests: 2000,
+		ThroughputConcurrency: 64, ThroughputRounds: 6, ThroughputRequests: 1200,
 		Streams:        1000,
-		HistoryRecords: 20000, HistoryWriters: 32, HistoryRequests: 1500,
+		HistoryRecords: 20000, HistoryWriters: 32, HistoryRequests: 1000,
+		Profile: 2500, ProfileAllocs: 500,
 	}
 }
 
@@ -104,6 +115,7 @@ func Tiny() Sizes {
 		ThroughputConcurrency: 4, ThroughputRounds: 1, ThroughputRequests: 20,
 		Streams:        10,
 		HistoryRecords: 100, HistoryWriters: 4, HistoryRequests: 10,
+		Profile: 10, ProfileAllocs: 5,
 	}
 }
 
@@ -117,25 +129,28 @@ type Options struct {
 	TempDir string
 	// Logf reports progress, one line per step. Nil: silent.
 	Logf func(format string, args ...any)
+	// ProfileDir, when set, adds the profile section: its profiles and
+	// their summary (summary.txt) are written there, made if missing.
+	ProfileDir string
 }
 
 // Report is a run's results. Durations and latencies are in microseconds,
 // sizes in bytes, unless a name says otherwise.
 type Report struct {
-	Machine    Machine        `json:"machine"`
-	Command    string         `json:"command"`
-	Started    time.Time      `json:"started"`
-	ElapsedS   float64        `json:"elapsed_s"`
-	Incomplete string         `json:"incomplete,omitempty"` // why sections are missing
-	Overhead   []OverheadRow  `json:"overhead"`
-	Failover   []FailoverRow  `json:"failover"`
-	Hang       *HangResult    `json:"hang,omitempty"`
-	Breaker    *BreakerResult `json:"breaker,omitempty"`
-	Throughput *ThroughputRow `json:"throughput,omitempty"`
-	Memory     *MemoryResult  `json:"memory,omitempty"`
-	History    *HistoryResult `json:"history,omitempty"`
-	Figures    []Figure       `json:"figures"`
-	Notes      []string       `json:"notes,omitempty"`
+	Machine    Machine         `json:"machine"`
+	Command    string          `json:"command"`
+	Started    time.Time       `json:"started"`
+	ElapsedS   float64         `json:"elapsed_s"`
+	Incomplete string          `json:"incomplete,omitempty"` // why sections are missing
+	Overhead   []OverheadRow   `json:"overhead"`
+	Failover   []FailoverRow   `json:"failover"` // the hang rows too
+	Breaker    *BreakerResult  `json:"breaker,omitempty"`
+	Throughput []ThroughputRow `json:"throughput,omitempty"`
+	Memory     *MemoryResult   `json:"memory,omitempty"`
+	History    *HistoryResult  `json:"history,omitempty"`
+	Profile    *ProfileResult  `json:"profile,omitempty"`
+	Figures    []Figure        `json:"figures"`
+	Notes      []string        `json:"notes,omitempty"`
 }
 
 // Machine is what the numbers were measured on.
@@ -175,10 +190,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{Machine: machine(), Command: o.Command, Started: time.Now().UTC()}
 	start := time.Now()
 	b := &bencher{o: o, sz: sz, rep: rep}
-	steps := []struct {
+	type step struct {
 		name string
 		run  func(context.Context) error
-	}{
+	}
+	steps := []step{
 		{"overhead", b.overhead},
 		{"failover", b.failover},
 		{"hang", b.hang},
@@ -186,6 +202,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"throughput", b.throughput},
 		{"memory", b.memory},
 		{"history", b.history},
+	}
+	if o.ProfileDir != "" {
+		steps = append(steps, step{"profile", b.profile})
 	}
 	var err error
 	for _, s := range steps {

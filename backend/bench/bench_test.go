@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestTinyRun runs every section with a few requests and checks that the
-// report is whole and its numbers are sane. It asserts no timings.
+// TestTinyRun runs every section, the profile too, with a few requests
+// and checks that the report is whole and its numbers are sane. It asserts
+// no timings.
 func TestTinyRun(t *testing.T) {
-	rep, err := Run(t.Context(), Options{Sizes: Tiny(), Command: "go test", TempDir: t.TempDir(), Logf: t.Logf})
+	profDir := filepath.Join(t.TempDir(), "profile")
+	rep, err := Run(t.Context(), Options{Sizes: Tiny(), Command: "go test", TempDir: t.TempDir(), Logf: t.Logf, ProfileDir: profDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +47,7 @@ func TestTinyRun(t *testing.T) {
 			}
 		}
 	}
-	sane := func(name string, tm Timing, n int) {
+	sane := func(name string, tm Timing, n int, stream bool) {
 		t.Helper()
 		// The bare proxy baseline fails a request now and then (see the
 		// package doc); the other paths never may.
@@ -51,41 +55,58 @@ func TestTinyRun(t *testing.T) {
 		if strings.Contains(name, "proxy") {
 			allowed = n / 5
 		}
-		if tm.Errors > allowed || tm.TTFT.N != n-tm.Errors || tm.Total.N != n-tm.Errors {
-			t.Errorf("%s: %d errors, %d/%d samples; want at most %d errors, %d samples in all", name, tm.Errors, tm.TTFT.N, tm.Total.N, allowed, n)
+		ttftN := n - tm.Errors
+		if !stream {
+			ttftN = 0
 		}
-		positive(name, tm.TTFT.P50, tm.TTFT.P99, tm.TTFT.Mean, tm.Total.P50, tm.Total.P99, tm.Total.Mean)
+		if tm.Errors > allowed || tm.TTFT.N != ttftN || tm.Total.N != n-tm.Errors {
+			t.Errorf("%s: %d errors, %d/%d samples; want at most %d errors, %d TTFT and %d total samples", name, tm.Errors, tm.TTFT.N, tm.Total.N, allowed, ttftN, n-tm.Errors)
+		}
+		positive(name, tm.Total.P50, tm.Total.P99, tm.Total.Mean)
+		if !stream {
+			return
+		}
+		positive(name, tm.TTFT.P50, tm.TTFT.P99, tm.TTFT.Mean)
 		if tm.TTFT.P50 > tm.Total.P50 || tm.TTFT.P50 > tm.TTFT.P99 {
 			t.Errorf("%s: TTFT p50 %v, p99 %v, total p50 %v; want TTFT p50 ≤ both", name, tm.TTFT.P50, tm.TTFT.P99, tm.Total.P50)
 		}
 	}
 
 	sz := Tiny()
-	if len(rep.Overhead) != len(sz.Concurrency) {
-		t.Fatalf("%d overhead rows; want %d", len(rep.Overhead), len(sz.Concurrency))
+	if len(rep.Overhead) != len(sz.Concurrency)*len(modes) {
+		t.Fatalf("%d overhead rows; want %d", len(rep.Overhead), len(sz.Concurrency)*len(modes))
 	}
 	for _, row := range rep.Overhead {
-		sane("overhead direct", row.Direct, sz.Overhead)
-		sane("overhead proxy", row.Proxy, sz.Overhead)
-		sane("overhead switchyard", row.Switchyard, sz.Overhead)
-		finite("overhead added", row.SwitchyardTTFT.P50, row.SwitchyardTotal.P99, row.ProxyTTFT.P50, row.ProxyTotal.P99)
-	}
-	if len(rep.Failover) != len(fastFaults) {
-		t.Fatalf("%d failover rows; want %d", len(rep.Failover), len(fastFaults))
-	}
-	for _, row := range rep.Failover {
-		sane("failover "+row.Fault, row.Failover, sz.Failover)
-		sane("fallback first "+row.Fault, row.Direct, sz.Failover)
-		if row.NotFallback != 0 {
-			t.Errorf("%s: %d answers not from the fallback", row.Fault, row.NotFallback)
+		name := "overhead " + modeName(row.Stream)
+		sane(name+" direct", row.Direct, sz.Overhead, row.Stream)
+		sane(name+" proxy", row.Proxy, sz.Overhead, row.Stream)
+		sane(name+" switchyard", row.Switchyard, sz.Overhead, row.Stream)
+		finite(name+" added", row.SwitchyardTotal.P99, row.ProxyTotal.P99)
+		if (row.SwitchyardTTFT != nil) != row.Stream || (row.ProxyTTFT != nil) != row.Stream {
+			t.Errorf("%s: added TTFT %v, %v; want them exactly for streams", name, row.SwitchyardTTFT, row.ProxyTTFT)
 		}
 	}
-	if h := rep.Hang; h == nil {
-		t.Error("no hang result")
-	} else {
-		sane("hang", h.Failover, sz.Hang)
-		if h.Failover.TTFT.P50 < 1000*h.DeadlineMS {
-			t.Errorf("hang TTFT p50 %vµs; want at least the deadline %vms", h.Failover.TTFT.P50, h.DeadlineMS)
+	// Each fast fault in both modes, the fault after the first token for
+	// whole answers, the hang in both modes.
+	if want := 2*len(fastFaults) + 1 + 2; len(rep.Failover) != want {
+		t.Fatalf("%d failover rows; want %d", len(rep.Failover), want)
+	}
+	for _, row := range rep.Failover {
+		name := row.Fault + " " + modeName(row.Stream)
+		n := sz.Failover
+		if row.DeadlineMS > 0 {
+			n = sz.Hang
+			if first := row.Failover.untilFirst(row.Stream); first.P50 < 1000*row.DeadlineMS {
+				t.Errorf("%s: p50 %vµs; want at least the deadline %vms", name, first.P50, row.DeadlineMS)
+			}
+		}
+		if row.Fault == afterFirstFault && row.Stream {
+			t.Errorf("%s: a stream cannot fail over after its first token", name)
+		}
+		sane("failover "+name, row.Failover, n, row.Stream)
+		sane("fallback first "+name, row.Direct, n, row.Stream)
+		if row.NotFallback != 0 {
+			t.Errorf("%s: %d answers not from the fallback", name, row.NotFallback)
 		}
 	}
 	if b := rep.Breaker; b == nil {
@@ -96,10 +117,11 @@ func TestTinyRun(t *testing.T) {
 			t.Errorf("breaker: %d probes, %d primary requests", b.Probed, b.PrimaryRequests)
 		}
 	}
-	if tp := rep.Throughput; tp == nil {
-		t.Error("no throughput result")
-	} else {
-		positive("throughput", tp.Direct, tp.Proxy, tp.Switchyard, *tp.Ratio)
+	if len(rep.Throughput) != len(modes) {
+		t.Errorf("%d throughput rows; want %d", len(rep.Throughput), len(modes))
+	}
+	for _, tp := range rep.Throughput {
+		positive("throughput "+modeName(tp.Stream), tp.Direct, tp.Proxy, tp.Switchyard, *tp.Ratio)
 	}
 	if m := rep.Memory; m == nil {
 		t.Error("no memory result")
@@ -114,13 +136,38 @@ func TestTinyRun(t *testing.T) {
 		t.Error("no history result")
 	} else {
 		positive("history rate", h.RecordsPerSec, h.RowsPerSec, float64(h.Commits))
-		if len(h.Latency) != 2 {
-			t.Fatalf("%d history latency rows; want 2", len(h.Latency))
+		if len(h.Latency) != 2*len(modes) {
+			t.Fatalf("%d history latency rows; want %d", len(h.Latency), 2*len(modes))
 		}
 		for _, l := range h.Latency {
-			sane("history on", l.On, sz.HistoryRequests)
-			sane("history off", l.Off, sz.HistoryRequests)
+			sane("history on "+modeName(l.Stream), l.On, sz.HistoryRequests, l.Stream)
+			sane("history off "+modeName(l.Stream), l.Off, sz.HistoryRequests, l.Stream)
 			positive("Record", l.Record.P50, l.RecordShare)
+			if l.Record.N != sz.HistoryRequests {
+				t.Errorf("history %s c=%d: %d Record times; want %d", modeName(l.Stream), l.Concurrency, l.Record.N, sz.HistoryRequests)
+			}
+		}
+	}
+	if p := rep.Profile; p == nil {
+		t.Error("no profile result")
+	} else {
+		if len(p.Modes) != len(modes) {
+			t.Fatalf("%d profiled modes; want %d", len(p.Modes), len(modes))
+		}
+		for _, m := range p.Modes {
+			finite("profile "+modeName(m.Stream), m.CPU, m.CPUShare, m.AllocBytes, m.AllocObjects)
+			if len(m.Areas) != len(areas) {
+				t.Errorf("profile %s: %d areas; want %d", modeName(m.Stream), len(m.Areas), len(areas))
+			}
+			for _, f := range m.Files {
+				if _, err := readProfile(filepath.Join(profDir, f)); err != nil {
+					t.Errorf("profile file %s: %v", f, err)
+				}
+			}
+		}
+		sum, err := os.ReadFile(filepath.Join(profDir, "summary.txt"))
+		if err != nil || !strings.Contains(string(sum), "top 8 functions by flat time") {
+			t.Errorf("summary.txt: %v\n%s", err, sum)
 		}
 	}
 
@@ -135,7 +182,7 @@ func TestTinyRun(t *testing.T) {
 	if _, err := json.Marshal(rep); err != nil {
 		t.Errorf("json.Marshal(report) = %v", err)
 	}
-	for _, want := range []string{"# Benchmarks", "| figure | value | ratio | goal | met |", "go test", "nproc"} {
+	for _, want := range []string{"# Benchmarks", "| figure | value | ratio | goal | met |", "go test", "nproc", "## Where the time goes", "non-stream"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}

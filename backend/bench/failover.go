@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/experiment"
@@ -15,27 +16,67 @@ import (
 // the attempt at once.
 var fastFaults = []string{"refuse", "status:500", "error_event", "close_before_first"}
 
-// FailoverRow is the cost of one fault: the TTFT of requests whose
-// primary has it, against the TTFT of the fallback serving as first
-// choice through the same Switchyard, interleaved.
+// afterFirstFault strikes after the first token: final for a stream (the
+// caller has its first tokens), failed over for a whole answer, of which
+// the caller has seen nothing yet (docs/DESIGN.md, "Non-streaming
+// requests"). The upstream sends upTokens tokens; it dies halfway.
+var afterFirstFault = fmt.Sprintf("die_after:%d", upTokens/2)
+
+// FailoverRow is the cost of one fault to streamed or whole answers: the
+// latency of requests whose primary has it, against that of the fallback
+// serving as first choice through the same Switchyard, interleaved. Costs
+// are of the TTFT for a stream and of the total latency for a whole
+// answer, which has no TTFT.
 type FailoverRow struct {
-	Fault    string `json:"fault"`
-	Failover Timing `json:"failover"`
-	Direct   Timing `json:"fallback_first"`
-	// Cost is Failover − Direct TTFT.
-	Cost Added `json:"cost_ttft"`
+	Fault  string `json:"fault"`
+	Stream bool   `json:"stream"`
+	// DeadlineMS is Switchyard's first-token deadline for a primary that
+	// never sends a first token (hang_first_token), 0 for the faults that
+	// end an attempt by themselves.
+	DeadlineMS float64 `json:"deadline_ms,omitempty"`
+	Failover   Timing  `json:"failover"`
+	Direct     Timing  `json:"fallback_first"`
+	// Cost is Failover − Direct − the deadline: what failing over costs
+	// on top of any wait for the deadline.
+	Cost Added `json:"cost"`
 	// NotFallback counts answers the fallback did not serve.
 	NotFallback int `json:"not_fallback"`
 }
 
-// failoverPaths are requests that meet the failing primary first, and
-// requests that name the fallback as their first choice.
-func failoverPaths(sy *experiment.Switchyard, conns int) []path {
+// failoverPaths are, for each mode, requests that meet the failing
+// primary first and requests that name the fallback as their first
+// choice.
+func failoverPaths(sy *experiment.Switchyard, conns int, modes ...bool) []path {
 	c := experiment.NewClient(sy.URL()+"/v1", conns)
-	return []path{
-		{name: "failover", client: c, body: experiment.ChatBody("auto")},
-		{name: "fallback first", client: c, body: experiment.ChatBody(upID)},
+	var ps []path
+	for _, stream := range modes {
+		ps = append(ps, newPath("failover", c, "auto", stream), newPath("fallback first", c, upID, stream))
 	}
+	return ps
+}
+
+// failoverRows turns the answers to failoverPaths into one row per mode.
+func failoverRows(fault string, deadline time.Duration, paths []path, got [][]experiment.Answer) []FailoverRow {
+	var rows []FailoverRow
+	for i := 0; i+1 < len(paths); i += 2 {
+		stream := paths[i].stream
+		row := FailoverRow{Fault: fault, Stream: stream, DeadlineMS: float64(deadline) / float64(time.Millisecond),
+			Failover: timing(got[i], stream), Direct: timing(got[i+1], stream)}
+		if stream {
+			row.Cost = added(row.Failover.TTFT, row.Direct.TTFT)
+		} else {
+			row.Cost = added(row.Failover.Total, row.Direct.Total)
+		}
+		row.Cost.P50 -= us(deadline)
+		row.Cost.P99 -= us(deadline)
+		for _, a := range got[i] {
+			if a.Served != upID || !a.Fallback {
+				row.NotFallback++
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 func (b *bencher) failover(ctx context.Context) error {
@@ -49,9 +90,13 @@ func (b *bencher) failover(ctx context.Context) error {
 		return err
 	}
 	defer sy.Close()
-	paths := failoverPaths(sy, 1)
-	defer paths[0].client.CloseIdle()
-	for _, name := range fastFaults {
+	both := failoverPaths(sy, 1, modes...)
+	defer both[0].client.CloseIdle()
+	for _, name := range append(slices.Clone(fastFaults), afterFirstFault) {
+		paths := both
+		if name == afterFirstFault {
+			paths = both[2:] // whole answers only
+		}
 		if err := setFault(f, badID, name); err != nil {
 			return err
 		}
@@ -60,16 +105,11 @@ func (b *bencher) failover(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		row := FailoverRow{Fault: name, Failover: timing(got[0]), Direct: timing(got[1])}
-		row.Cost = added(row.Failover.TTFT, row.Direct.TTFT)
-		for _, a := range got[0] {
-			if a.Served != upID || !a.Fallback {
-				row.NotFallback++
-			}
+		for _, row := range failoverRows(name, 0, paths, got) {
+			b.rep.Failover = append(b.rep.Failover, row)
+			b.o.Logf("  %s %s: failover cost p50 %+.0fµs p99 %+.0fµs", name, modeName(row.Stream), row.Cost.P50, row.Cost.P99)
 		}
-		b.rep.Failover = append(b.rep.Failover, row)
 		b.noteErrors("failover "+name, paths, got)
-		b.o.Logf("  %s: failover cost p50 %+.0fµs p99 %+.0fµs", name, row.Cost.P50, row.Cost.P99)
 	}
 	return setFault(f, badID, "healthy")
 }
@@ -82,18 +122,9 @@ func setFault(f *simfleet.Fleet, id, name string) error {
 	return f.SetFault(id, fault)
 }
 
-// HangResult is a primary that sends headers and then nothing: the first
-// token comes from the fallback once the first-token deadline ran out.
-type HangResult struct {
-	DeadlineMS float64 `json:"deadline_ms"`
-	Failover   Timing  `json:"failover"`
-	Direct     Timing  `json:"fallback_first"`
-	// Beyond is Failover TTFT − deadline − Direct TTFT: what failing over
-	// costs on top of the wait itself.
-	Beyond      Added `json:"beyond_deadline_ttft"`
-	NotFallback int   `json:"not_fallback"`
-}
-
+// hang is a primary that sends headers and then nothing: the first token
+// comes from the fallback once the first-token deadline ran out. Its rows
+// join the failover rows.
 func (b *bencher) hang(ctx context.Context) error {
 	f, err := fastFleet()
 	if err != nil {
@@ -108,10 +139,10 @@ func (b *bencher) hang(ctx context.Context) error {
 		return err
 	}
 	defer sy.Close()
-	conc := min(8, b.sz.Hang)
-	paths := failoverPaths(sy, conc)
+	conc := min(hangConcurrency, b.sz.Hang)
+	paths := failoverPaths(sy, conc, modes...)
 	defer paths[0].client.CloseIdle()
-	warm(ctx, paths[1:], conc)
+	warm(ctx, []path{paths[1], paths[3]}, conc)
 	if err := setFault(f, badID, "hang_first_token"); err != nil {
 		return err
 	}
@@ -120,18 +151,13 @@ func (b *bencher) hang(ctx context.Context) error {
 		return ctx.Err()
 	}
 	b.noteErrors("hang", paths, got)
-	res := &HangResult{DeadlineMS: float64(d) / float64(time.Millisecond), Failover: timing(got[0]), Direct: timing(got[1])}
-	res.Beyond = added(res.Failover.TTFT, res.Direct.TTFT)
-	res.Beyond.P50 -= us(d)
-	res.Beyond.P99 -= us(d)
-	for _, a := range got[0] {
-		if a.Served != upID || !a.Fallback {
-			res.NotFallback++
-		}
-	}
-	b.rep.Hang = res
+	b.rep.Failover = append(b.rep.Failover, failoverRows("hang_first_token", d, paths, got)...)
 	return nil
 }
+
+// hangConcurrency is the most requests in flight in the hang section, so
+// that it waits for the deadline a few times at once.
+const hangConcurrency = 8
 
 // BreakerResult is a primary failing fast (HTTP 500) with a breaker that
 // opens at the second failure and cools down for OpenDuration: requests
@@ -154,6 +180,9 @@ type BreakerResult struct {
 	CoolDowns       int `json:"cool_downs"`
 }
 
+// breakerConcurrency is the requests in flight in the breaker section.
+const breakerConcurrency = 4
+
 func (b *bencher) breaker(ctx context.Context) error {
 	f, err := fastFleet()
 	if err != nil {
@@ -167,16 +196,15 @@ func (b *bencher) breaker(ctx context.Context) error {
 		return err
 	}
 	defer sy.Close()
-	const conc = 4
-	paths := failoverPaths(sy, conc)
+	paths := failoverPaths(sy, breakerConcurrency, true)
 	defer paths[0].client.CloseIdle()
-	warm(ctx, paths[1:], conc)
+	warm(ctx, paths[1:], breakerConcurrency)
 	if err := setFault(f, badID, "status:500"); err != nil {
 		return err
 	}
 	// Two failures open the breaker.
 	for range 2 {
-		paths[0].client.Chat(ctx, paths[0].body)
+		paths[0].send(ctx)
 	}
 	if st := breakerState(sy, badID); st == fleet.BreakerClosed {
 		return fmt.Errorf("the primary's breaker is %s after two failures; want it open", st)
@@ -187,7 +215,7 @@ func (b *bencher) breaker(ctx context.Context) error {
 	var got [][]experiment.Answer
 	for runCtx.Err() == nil {
 		// Rounds of a bounded size, until the time is up.
-		g := interleave(runCtx, paths, conc, 50)
+		g := interleave(runCtx, paths, breakerConcurrency, 50)
 		if got == nil {
 			got = g
 			continue
@@ -206,7 +234,7 @@ func (b *bencher) breaker(ctx context.Context) error {
 		RanS:            ran.Seconds(),
 		PrimaryRequests: f.Server(badID).Stats().Requests - before,
 		CoolDowns:       int(ran / b.sz.OpenDuration),
-		Direct:          timing(finished(got[1])),
+		Direct:          timing(finished(got[1]), true),
 	}
 	first, err := firstOutcomes(ctx, sy, start)
 	if err != nil {
@@ -223,7 +251,7 @@ func (b *bencher) breaker(ctx context.Context) error {
 			res.Probed++
 		}
 	}
-	res.Skipped = timing(skipped)
+	res.Skipped = timing(skipped, true)
 	res.Extra = added(res.Skipped.TTFT, res.Direct.TTFT)
 	b.rep.Breaker = res
 	return nil
@@ -241,8 +269,6 @@ func finished(answers []experiment.Answer) []experiment.Answer {
 	return out
 }
 
-// firstOutcomes returns the outcome of the first attempt of every request
-// the history recorded since since, by request id.
 // breakerState is a candidate's breaker state as the status shows it.
 func breakerState(sy *experiment.Switchyard, id string) fleet.BreakerState {
 	for _, c := range sy.Status().Candidates {
@@ -253,6 +279,8 @@ func breakerState(sy *experiment.Switchyard, id string) fleet.BreakerState {
 	return ""
 }
 
+// firstOutcomes returns the outcome of the first attempt of every request
+// the history recorded since since, by request id.
 func firstOutcomes(ctx context.Context, sy *experiment.Switchyard, since time.Time) (map[string]fleet.Outcome, error) {
 	out := make(map[string]fleet.Outcome)
 	before := ""

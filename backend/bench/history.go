@@ -29,7 +29,7 @@ type HistoryResult struct {
 	RowsPerSec    float64 `json:"rows_per_s"`
 	Commits       int64   `json:"commits"`
 	// Latency is request latency with the history on and off, one row per
-	// concurrency.
+	// concurrency and mode.
 	Latency []HistoryLatency `json:"latency"`
 }
 
@@ -38,6 +38,7 @@ type HistoryResult struct {
 // history, or none. Requests alternate between them.
 type HistoryLatency struct {
 	Concurrency int    `json:"concurrency"`
+	Stream      bool   `json:"stream"`
 	On          Timing `json:"history_on"`
 	Off         Timing `json:"history_off"`
 	// Added is On − Off total latency.
@@ -141,11 +142,12 @@ func syntheticRecord(id string) fleet.RequestRecord {
 	}
 }
 
-// timedRecorder records into a store and keeps how long each Record took.
+// timedRecorder records into a store and keeps how long each Record took,
+// for streamed requests and for the others apart.
 type timedRecorder struct {
 	store *history.Store
 	mu    sync.Mutex
-	took  []time.Duration
+	took  map[bool][]time.Duration // by RequestRecord.Stream
 }
 
 func (t *timedRecorder) Record(ctx context.Context, rec fleet.RequestRecord) error {
@@ -153,16 +155,17 @@ func (t *timedRecorder) Record(ctx context.Context, rec fleet.RequestRecord) err
 	err := t.store.Record(ctx, rec)
 	d := time.Since(start)
 	t.mu.Lock()
-	t.took = append(t.took, d)
+	t.took[rec.Stream] = append(t.took[rec.Stream], d)
 	t.mu.Unlock()
 	return err
 }
 
-func (t *timedRecorder) reset() []time.Duration {
+// reset returns the times kept since the last reset, by mode.
+func (t *timedRecorder) reset() map[bool][]time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	took := t.took
-	t.took = nil
+	t.took = make(map[bool][]time.Duration)
 	return took
 }
 
@@ -179,7 +182,7 @@ func (b *bencher) historyLatency(ctx context.Context, res *HistoryResult) error 
 		return err
 	}
 	defer closeStore()
-	timed := &timedRecorder{store: store}
+	timed := &timedRecorder{store: store, took: make(map[bool][]time.Duration)}
 	cand := f.Server(upID).Candidate(upID, 1)
 	on, err := startComposed(cand, timed)
 	if err != nil {
@@ -192,28 +195,30 @@ func (b *bencher) historyLatency(ctx context.Context, res *HistoryResult) error 
 	}
 	defer off.close()
 
-	body := experiment.ChatBody(upID)
 	for _, c := range []int{1, 8} {
-		paths := []path{
-			{name: "history on", client: experiment.NewClient(on.url+"/v1", c), body: body},
-			{name: "history off", client: experiment.NewClient(off.url+"/v1", c), body: body},
+		onClient, offClient := experiment.NewClient(on.url+"/v1", c), experiment.NewClient(off.url+"/v1", c)
+		var paths []path
+		for _, stream := range modes {
+			paths = append(paths, newPath("history on", onClient, upID, stream), newPath("history off", offClient, upID, stream))
 		}
 		warm(ctx, paths, c)
 		timed.reset()
 		got := interleave(ctx, paths, c, b.sz.HistoryRequests)
-		for _, p := range paths {
-			p.client.CloseIdle()
-		}
+		onClient.CloseIdle()
+		offClient.CloseIdle()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		b.noteErrors(fmt.Sprintf("history c=%d", c), paths, got)
-		row := HistoryLatency{Concurrency: c, On: timing(got[0]), Off: timing(got[1]), Record: dist(timed.reset())}
-		row.Added = added(row.On.Total, row.Off.Total)
-		if row.On.Total.Mean > 0 {
-			row.RecordShare = row.Record.Mean / row.On.Total.Mean
+		took := timed.reset()
+		for m, stream := range modes {
+			row := HistoryLatency{Concurrency: c, Stream: stream, On: timing(got[2*m], stream), Off: timing(got[2*m+1], stream), Record: dist(took[stream])}
+			row.Added = added(row.On.Total, row.Off.Total)
+			if row.On.Total.Mean > 0 {
+				row.RecordShare = row.Record.Mean / row.On.Total.Mean
+			}
+			res.Latency = append(res.Latency, row)
 		}
-		res.Latency = append(res.Latency, row)
 	}
 	return nil
 }

@@ -12,11 +12,37 @@ import (
 )
 
 // path is one way to the same answer: a client, its base URL and the body
-// it sends.
+// it sends, asking for a stream or for one JSON answer.
 type path struct {
 	name   string
 	client *experiment.Client
 	body   []byte
+	stream bool
+}
+
+// newPath returns the path that asks client for model's answer, streamed
+// or not; its name says which.
+func newPath(name string, client *experiment.Client, model string, stream bool) path {
+	return path{name: name + " (" + modeName(stream) + ")", client: client, body: experiment.ChatBody(model, stream), stream: stream}
+}
+
+// send sends the path's request and reads its answer.
+func (p path) send(ctx context.Context) experiment.Answer {
+	if p.stream {
+		return p.client.Chat(ctx, p.body)
+	}
+	return p.client.Complete(ctx, p.body)
+}
+
+// modes are the two ways a caller asks for an answer: streamed (true), and
+// whole, as one JSON body (false).
+var modes = []bool{true, false}
+
+func modeName(stream bool) string {
+	if stream {
+		return "stream"
+	}
+	return "non-stream"
 }
 
 // interleave sends perPath requests through each path with conc requests
@@ -42,7 +68,7 @@ func interleave(ctx context.Context, paths []path, conc, perPath int) [][]experi
 				}
 				round, slot := k/n, k%n
 				p := (slot + round) % n
-				out[p][round] = paths[p].client.Chat(ctx, paths[p].body)
+				out[p][round] = paths[p].send(ctx)
 			}
 		})
 	}
@@ -84,7 +110,8 @@ func dist(ds []time.Duration) Dist {
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
-// Timing is what one path's answers looked like.
+// Timing is what one path's answers looked like. A whole (non-stream)
+// answer has no TTFT: its TTFT is empty (N 0).
 type Timing struct {
 	TTFT  Dist `json:"ttft"`
 	Total Dist `json:"total"`
@@ -93,15 +120,19 @@ type Timing struct {
 	Errors int `json:"errors"`
 }
 
-func timing(answers []experiment.Answer) Timing {
+// timing summarises the answers of a path that streams or not: a stream
+// without a first token counts as an error.
+func timing(answers []experiment.Answer, stream bool) Timing {
 	var t Timing
 	var ttft, total []time.Duration
 	for _, a := range answers {
-		if a.Err != nil || a.TTFT <= 0 {
+		if a.Err != nil || (stream && a.TTFT <= 0) {
 			t.Errors++
 			continue
 		}
-		ttft = append(ttft, a.TTFT)
+		if stream {
+			ttft = append(ttft, a.TTFT)
+		}
 		total = append(total, a.Latency)
 	}
 	t.TTFT, t.Total = dist(ttft), dist(total)

@@ -88,7 +88,7 @@ func (b *bencher) memory(ctx context.Context) error {
 	cands := f.Candidates()
 	bodies := make([][]byte, servers)
 	for i, c := range cands {
-		bodies[i] = experiment.ChatBody(c.ID)
+		bodies[i] = experiment.ChatBody(c.ID, true)
 	}
 	serverOf := func(i int) int { return i % servers }
 

@@ -17,18 +17,32 @@ import (
 	"github.com/switchyard/switchyard/backend/experiment"
 )
 
-// OverheadRow is the overhead at one concurrency: each path's timings and
-// what Switchyard and the bare proxy add to the direct path.
+// OverheadRow is the overhead at one concurrency for streamed or whole
+// answers: each path's timings and what Switchyard (its history on) and
+// the bare proxy add to the direct path.
 type OverheadRow struct {
 	Concurrency int    `json:"concurrency"`
+	Stream      bool   `json:"stream"`
 	Direct      Timing `json:"direct"`
 	Proxy       Timing `json:"proxy"`
 	Switchyard  Timing `json:"switchyard"`
-	// Added latency, Switchyard − direct and proxy − direct.
-	SwitchyardTTFT  Added `json:"switchyard_added_ttft"`
-	ProxyTTFT       Added `json:"proxy_added_ttft"`
-	SwitchyardTotal Added `json:"switchyard_added_total"`
-	ProxyTotal      Added `json:"proxy_added_total"`
+	// Added latency, Switchyard − direct and proxy − direct. The TTFT is
+	// nil for whole answers, which have none.
+	SwitchyardTTFT  *Added `json:"switchyard_added_ttft,omitempty"`
+	ProxyTTFT       *Added `json:"proxy_added_ttft,omitempty"`
+	SwitchyardTotal Added  `json:"switchyard_added_total"`
+	ProxyTotal      Added  `json:"proxy_added_total"`
+}
+
+// overheadRow derives the added latencies from the three paths' timings.
+func overheadRow(c int, stream bool, direct, proxy, sy Timing) OverheadRow {
+	row := OverheadRow{Concurrency: c, Stream: stream, Direct: direct, Proxy: proxy, Switchyard: sy,
+		SwitchyardTotal: added(sy.Total, direct.Total), ProxyTotal: added(proxy.Total, direct.Total)}
+	if stream {
+		syTTFT, pxTTFT := added(sy.TTFT, direct.TTFT), added(proxy.TTFT, direct.TTFT)
+		row.SwitchyardTTFT, row.ProxyTTFT = &syTTFT, &pxTTFT
+	}
+	return row
 }
 
 // proxy is a bare httputil.ReverseProxy on 127.0.0.1 that forwards
@@ -96,11 +110,14 @@ func (p *proxy) close() {
 }
 
 // threePaths are the same upstream model straight, through the bare
-// proxy and through Switchyard.
+// proxy and through Switchyard, each with its own client.
 type threePaths struct {
-	paths []path // direct, proxy, switchyard
-	close func()
+	clients [3]*experiment.Client // direct, bare proxy, switchyard
+	close   func()
 }
+
+// pathNames name threePaths' clients, in order.
+var pathNames = [3]string{"direct", "bare proxy", "switchyard"}
 
 func (b *bencher) startThreePaths(ctx context.Context, conns int) (*threePaths, error) {
 	f, err := fastFleet()
@@ -119,21 +136,33 @@ func (b *bencher) startThreePaths(ctx context.Context, conns int) (*threePaths, 
 		f.Close()
 		return nil, err
 	}
-	body := experiment.ChatBody(upID) // the upstream's model name, and Switchyard's candidate id
-	tp := &threePaths{paths: []path{
-		{name: "direct", client: experiment.NewClient(up.URL(), conns), body: body},
-		{name: "proxy", client: experiment.NewClient(px.url()+"/v1", conns), body: body},
-		{name: "switchyard", client: experiment.NewClient(sy.URL()+"/v1", conns), body: body},
+	tp := &threePaths{clients: [3]*experiment.Client{
+		experiment.NewClient(up.URL(), conns),
+		experiment.NewClient(px.url()+"/v1", conns),
+		experiment.NewClient(sy.URL()+"/v1", conns),
 	}}
 	tp.close = func() {
-		for _, p := range tp.paths {
-			p.client.CloseIdle()
+		for _, c := range tp.clients {
+			c.CloseIdle()
 		}
 		sy.Close()
 		px.close()
 		f.Close()
 	}
 	return tp, nil
+}
+
+// paths are the three paths for each mode, the streamed ones first:
+// direct, bare proxy, switchyard, then the same asking for whole answers.
+// The model is the upstream's name, and Switchyard's candidate id.
+func (tp *threePaths) paths() []path {
+	var ps []path
+	for _, stream := range modes {
+		for i, c := range tp.clients {
+			ps = append(ps, newPath(pathNames[i], c, upID, stream))
+		}
+	}
+	return ps
 }
 
 // hostOf returns the host:port of an http URL.
@@ -145,26 +174,29 @@ func hostOf(raw string) string {
 	return u.Host
 }
 
+// overhead measures the three paths in both modes, all six interleaved
+// request by request, at each concurrency.
 func (b *bencher) overhead(ctx context.Context) error {
 	tp, err := b.startThreePaths(ctx, maxOf(b.sz.Concurrency))
 	if err != nil {
 		return err
 	}
 	defer tp.close()
+	paths := tp.paths()
 	for _, c := range b.sz.Concurrency {
-		warm(ctx, tp.paths, c)
-		got := interleave(ctx, tp.paths, c, b.sz.Overhead)
+		warm(ctx, paths, c)
+		got := interleave(ctx, paths, c, b.sz.Overhead)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		row := OverheadRow{Concurrency: c, Direct: timing(got[0]), Proxy: timing(got[1]), Switchyard: timing(got[2])}
-		row.SwitchyardTTFT = added(row.Switchyard.TTFT, row.Direct.TTFT)
-		row.ProxyTTFT = added(row.Proxy.TTFT, row.Direct.TTFT)
-		row.SwitchyardTotal = added(row.Switchyard.Total, row.Direct.Total)
-		row.ProxyTotal = added(row.Proxy.Total, row.Direct.Total)
-		b.rep.Overhead = append(b.rep.Overhead, row)
-		b.noteErrors(fmt.Sprintf("overhead c=%d", c), tp.paths, got)
-		b.o.Logf("  c=%d: TTFT p50 direct %.0fµs proxy %+.0fµs switchyard %+.0fµs", c, row.Direct.TTFT.P50, row.ProxyTTFT.P50, row.SwitchyardTTFT.P50)
+		for m, stream := range modes {
+			i := 3 * m
+			row := overheadRow(c, stream, timing(got[i], stream), timing(got[i+1], stream), timing(got[i+2], stream))
+			b.rep.Overhead = append(b.rep.Overhead, row)
+			b.o.Logf("  c=%d %s: total p50 direct %.0fµs proxy %+.0fµs switchyard %+.0fµs", c, modeName(stream),
+				row.Direct.Total.P50, row.ProxyTotal.P50, row.SwitchyardTotal.P50)
+		}
+		b.noteErrors(fmt.Sprintf("overhead c=%d", c), paths, got)
 	}
 	return nil
 }
@@ -196,10 +228,12 @@ func maxOf(xs []int) int {
 	return m
 }
 
-// ThroughputRow is requests per second at one concurrency.
+// ThroughputRow is requests per second at one concurrency, streamed or
+// whole answers.
 type ThroughputRow struct {
-	Concurrency int `json:"concurrency"`
-	Rounds      int `json:"rounds"`
+	Concurrency int  `json:"concurrency"`
+	Stream      bool `json:"stream"`
+	Rounds      int  `json:"rounds"`
 	// Requests per second of each path, over all its rounds.
 	Direct     float64 `json:"direct_rps"`
 	Proxy      float64 `json:"proxy_rps"`
@@ -212,7 +246,8 @@ type ThroughputRow struct {
 }
 
 // throughput alternates rounds of requests at one concurrency through each
-// path, all workers on one path at a time, rotating the order every round.
+// path in each mode, all workers on one path at a time, rotating the order
+// every round.
 func (b *bencher) throughput(ctx context.Context) error {
 	c := b.sz.ThroughputConcurrency
 	tp, err := b.startThreePaths(ctx, c)
@@ -220,16 +255,20 @@ func (b *bencher) throughput(ctx context.Context) error {
 		return err
 	}
 	defer tp.close()
-	warm(ctx, tp.paths, c)
-	n := len(tp.paths)
-	var took [3]time.Duration
-	var count [3]int
-	row := &ThroughputRow{Concurrency: c, Rounds: b.sz.ThroughputRounds}
+	paths := tp.paths()
+	warm(ctx, paths, c)
+	n := len(paths)
+	took := make([]time.Duration, n)
+	count := make([]int, n)
+	rows := make([]ThroughputRow, len(modes))
+	for m, stream := range modes {
+		rows[m] = ThroughputRow{Concurrency: c, Stream: stream, Rounds: b.sz.ThroughputRounds}
+	}
 	for round := range b.sz.ThroughputRounds {
-		var rate [3]float64
+		rate := make([]float64, n)
 		for slot := range n {
 			i := (slot + round) % n
-			one := []path{tp.paths[i]}
+			one := paths[i : i+1]
 			start := time.Now()
 			got := interleave(ctx, one, c, b.sz.ThroughputRequests)
 			if ctx.Err() != nil {
@@ -247,21 +286,32 @@ func (b *bencher) throughput(ctx context.Context) error {
 			rate[i] = float64(ok) / d.Seconds()
 			b.noteErrors("throughput", one, got)
 		}
-		if r := ratio(rate[2], rate[1]); r != nil {
-			row.RoundRatios = append(row.RoundRatios, *r)
+		for m := range modes {
+			if r := ratio(rate[3*m+2], rate[3*m+1]); r != nil {
+				rows[m].RoundRatios = append(rows[m].RoundRatios, *r)
+			}
 		}
 	}
 	total := func(i int) float64 { return float64(count[i]) / took[i].Seconds() }
-	row.Direct, row.Proxy, row.Switchyard = total(0), total(1), total(2)
-	if len(row.RoundRatios) > 0 {
-		sorted := slices.Clone(row.RoundRatios)
-		slices.Sort(sorted)
-		m := sorted[len(sorted)/2]
-		if len(sorted)%2 == 0 {
-			m = (sorted[len(sorted)/2-1] + m) / 2
-		}
-		row.Ratio = &m
+	for m := range rows {
+		row := &rows[m]
+		row.Direct, row.Proxy, row.Switchyard = total(3*m), total(3*m+1), total(3*m+2)
+		row.Ratio = median(row.RoundRatios)
 	}
-	b.rep.Throughput = row
+	b.rep.Throughput = rows
 	return nil
+}
+
+// median is the median of xs, nil when there are none.
+func median(xs []float64) *float64 {
+	if len(xs) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(xs)
+	slices.Sort(sorted)
+	m := sorted[len(sorted)/2]
+	if len(sorted)%2 == 0 {
+		m = (sorted[len(sorted)/2-1] + m) / 2
+	}
+	return &m
 }

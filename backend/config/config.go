@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -168,6 +169,12 @@ type Candidate struct {
 	// A first-token wait while Switchyard has this many requests running
 	// there is a queue, not a failure.
 	Parallel int
+}
+
+// ErrNoFile is the one wording of a config file named (--config) but not
+// there, for every command.
+func ErrNoFile(path string) error {
+	return fmt.Errorf("config %s: no such file (write one, see docs/CONFIG.md, or leave --config out to use the embedded default): %w", path, fs.ErrNotExist)
 }
 
 // maxFileSize bounds what Load reads: a config file is a few kilobytes, and

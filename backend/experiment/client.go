@@ -14,10 +14,10 @@ import (
 )
 
 // Client asks an OpenAI-compatible chat endpoint (Switchyard's, or a
-// simulated upstream's) for streamed completions and measures each answer
-// as its caller sees it. It reads the server-sent events itself, so what it
-// measures is the server, not a client library. It is safe for concurrent
-// use.
+// simulated upstream's) for completions, streamed (Chat) or whole
+// (Complete), and measures each answer as its caller sees it. It reads the
+// server-sent events itself, so what it measures is the server, not a
+// client library. It is safe for concurrent use.
 type Client struct {
 	// HTTP sends the requests. Nil means http.DefaultClient.
 	HTTP *http.Client
@@ -26,8 +26,7 @@ type Client struct {
 	BaseURL string
 }
 
-// Answer is what one streamed chat request looked like from the caller's
-// side.
+// Answer is what one chat request looked like from the caller's side.
 type Answer struct {
 	// Status is the HTTP status, 0 when no response arrived.
 	Status int
@@ -39,7 +38,8 @@ type Answer struct {
 	Served    string
 	Fallback  bool
 	// TTFT is the time from sending the request to the first event that
-	// carries content or reasoning; zero when none came.
+	// carries content or reasoning; zero when none came, and always zero
+	// for a whole answer (Complete), which has no first token of its own.
 	TTFT time.Duration
 	// Latency is the time from sending the request to the end of the
 	// response (or the error).
@@ -56,55 +56,34 @@ type Answer struct {
 // ErrCut is the Err of a stream that ended without data: [DONE].
 var ErrCut = errors.New("stream ended without data: [DONE]")
 
-// ChatBody returns the body of a streamed chat request for model with one
-// short user message. Callers that send many requests build it once.
-func ChatBody(model string) []byte {
+// ChatBody returns the body of a chat request for model with one short
+// user message, asking for a stream (for Chat) or for one JSON answer (for
+// Complete). Callers that send many requests build it once.
+func ChatBody(model string, stream bool) []byte {
 	b, _ := json.Marshal(map[string]any{
 		"model":    model,
-		"stream":   true,
+		"stream":   stream,
 		"messages": []map[string]string{{"role": "user", "content": "hello"}},
 	})
 	return b
 }
 
-// Chat sends body (see ChatBody) to {BaseURL}/chat/completions and reads the
-// answer to its end. It never returns early on an error: the error is in
-// the Answer.
+// Chat sends body (see ChatBody, streamed) to {BaseURL}/chat/completions
+// and reads the answer to its end. It never returns early on an error:
+// the error is in the Answer.
 func (c *Client) Chat(ctx context.Context, body []byte) (a Answer) {
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		a.Err = err
-		return a
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	start := time.Now()
+	resp, start := c.post(ctx, body, "text/event-stream", &a)
 	defer func() {
 		if a.Latency == 0 {
 			a.Latency = time.Since(start)
 		}
 	}()
-	resp, err := hc.Do(req)
-	if err != nil {
-		a.Err = err
+	if resp == nil {
 		return a
 	}
 	defer resp.Body.Close()
-	a.Status = resp.StatusCode
-	a.RequestID = resp.Header.Get("X-Switchyard-Request-Id")
-	a.Served = resp.Header.Get("X-Switchyard-Served-Model")
-	a.Fallback = resp.Header.Get("X-Switchyard-Fallback") == "true"
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		a.Err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
-		return a
-	}
 	var content strings.Builder
-	err = readEvents(resp.Body, func(data []byte) error {
+	err := readEvents(resp.Body, func(data []byte) error {
 		var ev event
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return fmt.Errorf("malformed event %.80q: %w", data, err)
@@ -132,6 +111,82 @@ func (c *Client) Chat(ctx context.Context, body []byte) (a Answer) {
 	a.Latency = time.Since(start)
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return a
+}
+
+// Complete sends body (see ChatBody, not streamed) to
+// {BaseURL}/chat/completions and reads the one JSON answer to the end of
+// the body, as a caller's JSON decoder needs it. The Answer has no TTFT.
+// Like Chat, it reports errors in the Answer.
+func (c *Client) Complete(ctx context.Context, body []byte) (a Answer) {
+	resp, start := c.post(ctx, body, "application/json", &a)
+	defer func() {
+		if a.Latency == 0 {
+			a.Latency = time.Since(start)
+		}
+	}()
+	if resp == nil {
+		return a
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	a.Latency = time.Since(start)
+	if err != nil {
+		a.Err = err
+		return a
+	}
+	var ans struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	switch err := json.Unmarshal(data, &ans); {
+	case err != nil:
+		a.Err = fmt.Errorf("malformed answer %.80q: %w", data, err)
+	case len(ans.Choices) == 0:
+		a.Err = fmt.Errorf("answer without choices: %.80q", data)
+	default:
+		a.Content = ans.Choices[0].Message.Content
+	}
+	return a
+}
+
+// post sends body to {BaseURL}/chat/completions and fills in what the
+// status line and headers of the answer say. It returns the response, to
+// be read and closed by the caller, or nil with a.Err set when there is no
+// answer to read (a transport error or an HTTP error status); and the time
+// the request was sent.
+func (c *Client) post(ctx context.Context, body []byte, accept string, a *Answer) (*http.Response, time.Time) {
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		a.Err = err
+		return nil, start
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	start = time.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		a.Err = err
+		return nil, start
+	}
+	a.Status = resp.StatusCode
+	a.RequestID = resp.Header.Get("X-Switchyard-Request-Id")
+	a.Served = resp.Header.Get("X-Switchyard-Served-Model")
+	a.Fallback = resp.Header.Get("X-Switchyard-Fallback") == "true"
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		a.Err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+		return nil, start
+	}
+	return resp, start
 }
 
 // event is the part of a chat.completion.chunk (or an error event) the

@@ -289,7 +289,7 @@ func runScenario(ctx context.Context, o Options, sc Scenario, progress func()) (
 	}
 
 	answers := make([]Answer, o.Requests)
-	body := ChatBody("auto")
+	body := ChatBody("auto", true)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(o.Concurrency, o.Requests) {

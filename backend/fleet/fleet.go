@@ -247,6 +247,9 @@ type Chunk struct {
 	Logprobs json.RawMessage
 	// Embeddings are the vectors of an embed request, one per input.
 	Embeddings [][]float32
+	// UsageOnly: the event reports usage and nothing else (the last event
+	// of an OpenAI stream with include_usage).
+	UsageOnly bool
 	// Raw is the upstream's event as it came (an SSE data payload, an
 	// NDJSON line, a JSON body), for a caller of the same dialect: it keeps
 	// every field the upstream sent. It is only valid until the next Recv.
@@ -306,6 +309,16 @@ type Backend interface {
 	// stream lives under ctx. An embedding answer is one chunk with the
 	// vectors.
 	Open(ctx context.Context, c Candidate, req *Request) (Stream, error)
+}
+
+// Passthrougher is a Stream that can stop making text of the events once
+// its reader forwards the upstream's bytes as they are (a caller of the
+// upstream's own dialect, after commit): from Passthrough on, a chunk
+// carries Raw, and FinishReason, Usage and UsageOnly when its event has
+// them, but no Content, Reasoning, ToolCalls or Model. The answer's end
+// and its errors are read as before.
+type Passthrougher interface {
+	Passthrough()
 }
 
 // Checker is a Backend that can tell, before sending, that req would lose

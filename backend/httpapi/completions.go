@@ -97,6 +97,7 @@ func onePrompt(raw json.RawMessage) (string, error) {
 	return "", errors.New("prompt: Switchyard takes one prompt per request, as a string")
 }
 
+// isSet reports whether a raw JSON field is present and not null.
 func isSet(raw json.RawMessage) bool {
 	return len(raw) > 0 && string(raw) != "null"
 }

@@ -127,11 +127,7 @@ func (e hubEvent) document() (typ schema.EventType, doc any, ok bool) {
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	events, stop := s.o.Hub.subscribe()
 	defer stop()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	startSSE(w)
 	cw := newChunkWriter(w, s.o.WriteTimeout)
 	send := func(typ schema.EventType, v any) error {
 		b, err := json.Marshal(v)

@@ -583,3 +583,27 @@ func TestTimingsInTheUsageEventReachACallerWhoDidNotAsk(t *testing.T) {
 		t.Errorf("stream with usage = %s", w.Body)
 	}
 }
+
+// An Ollama caller of an Ollama without call ids gets them, with type
+// "function", streamed or not; the rest of the line is the server's.
+func TestOllamaCallerGetsToolCallIDs(t *testing.T) {
+	u := newUpstream(t, map[string]reply{"POST /api/chat": {contentType: "application/x-ndjson", body: olCall + "\n" + olDone + "\n"}})
+	s := fleetServer(t, ollamaCand(u, "qwen", "qwen3:0.6b"))
+	for _, stream := range []string{"true", "false"} {
+		w := do(s, "POST", "/api/chat", `{"model":"qwen","stream":`+stream+`,"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"get_weather"}}]}`, nil)
+		var calls []struct{ ID, Type string }
+		for _, line := range strings.Split(strings.TrimSpace(w.Body.String()), "\n") {
+			var l struct {
+				Message struct {
+					ToolCalls []struct{ ID, Type string } `json:"tool_calls"`
+				} `json:"message"`
+				CreatedAt string `json:"created_at"`
+			}
+			json.Unmarshal([]byte(line), &l)
+			calls = append(calls, l.Message.ToolCalls...)
+		}
+		if len(calls) != 1 || !strings.HasPrefix(calls[0].ID, "call_") || calls[0].Type != "function" {
+			t.Errorf("stream %s: calls %+v in %s", stream, calls, w.Body)
+		}
+	}
+}

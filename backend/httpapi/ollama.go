@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/base64"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -250,7 +252,10 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet
 			return
 		}
 		routeHeaders(w.Header(), ans.Meta)
-		writeJSON(w, http.StatusOK, ollamaWhole(req, ans, gen, time.Since(start)))
+		b, _ := json.Marshal(ollamaWhole(req, ans, gen, time.Since(start)))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.Write((&ollamaCallIDs{prefix: ans.RequestID}).typed(b))
 		return
 	}
 	st, err := s.o.Router.Stream(r.Context(), req)
@@ -266,12 +271,16 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet
 
 	cw := newChunkWriter(w, s.o.WriteTimeout)
 	same := sameDialect(req, meta, fleet.ProviderOllama)
+	if same {
+		st.Passthrough()
+	}
 	lines := ollamaLines{model: meta.Candidate.Model, gen: gen}
+	ids := &ollamaCallIDs{prefix: meta.RequestID}
 	for {
 		ch, err := st.Recv()
 		if err == io.EOF {
 			if !same {
-				cw.buf = lines.appendEnd(cw.buf, time.Since(start))
+				cw.buf = lines.appendEnd(cw.buf, time.Since(start), ids)
 			}
 			cw.flush()
 			return
@@ -290,7 +299,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet
 			if len(ch.Raw) == 0 {
 				continue
 			}
-			cw.buf = append(cw.buf, ch.Raw...)
+			cw.buf = append(cw.buf, ids.typed(ch.Raw)...)
 			cw.buf = append(cw.buf, '\n')
 		} else if !lines.add(&ch) {
 			continue
@@ -346,7 +355,7 @@ func (l *ollamaLines) appendLine(dst []byte, ch *fleet.Chunk) []byte {
 }
 
 // appendEnd appends the tool calls, if any, and the done line.
-func (l *ollamaLines) appendEnd(dst []byte, took time.Duration) []byte {
+func (l *ollamaLines) appendEnd(dst []byte, took time.Duration, ids *ollamaCallIDs) []byte {
 	m := api.Metrics{TotalDuration: took}
 	if u := l.usage; u != nil {
 		m.PromptEvalCount, m.EvalCount, m.LoadDuration = u.PromptTokens, u.CompletionTokens, u.LoadDuration
@@ -360,7 +369,7 @@ func (l *ollamaLines) appendEnd(dst []byte, took time.Duration) []byte {
 	if l.gen {
 		if len(calls) > 0 {
 			b, _ = json.Marshal(api.GenerateResponse{Model: l.model, CreatedAt: time.Now().UTC(), ToolCalls: calls})
-			dst = append(append(dst, b...), '\n')
+			dst = append(append(dst, ids.typed(b)...), '\n')
 		}
 		b, _ = json.Marshal(api.GenerateResponse{Model: l.model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason, Metrics: m})
 		return append(append(dst, b...), '\n')
@@ -370,7 +379,7 @@ func (l *ollamaLines) appendEnd(dst []byte, took time.Duration) []byte {
 		resp.Message.Role = "assistant"
 		resp.Message.ToolCalls = calls
 		b, _ = json.Marshal(resp)
-		dst = append(append(dst, b...), '\n')
+		dst = append(append(dst, ids.typed(b)...), '\n')
 	}
 	resp := api.ChatResponse{Model: l.model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason, Metrics: m}
 	resp.Message.Role = "assistant"
@@ -386,6 +395,64 @@ func ollamaReason(reason string) string {
 		return "stop"
 	}
 	return reason
+}
+
+// ollamaCallIDs gives each tool call of an Ollama answer an id, when its
+// server gave none (Ollama before 0.12), and type "function": clients
+// that answer a call by its id (LangChain) need both, and Ollama's own
+// clients ignore the type.
+type ollamaCallIDs struct {
+	prefix string
+	n      int // calls seen so far
+}
+
+// typed returns the line or answer b with its tool calls (message.tool_calls,
+// or a generation's tool_calls) given an id and a type; b itself when it
+// has none.
+func (ids *ollamaCallIDs) typed(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`"tool_calls"`)) {
+		return b
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(b, &obj) != nil {
+		return b
+	}
+	fix := func(raw json.RawMessage) json.RawMessage {
+		var calls []map[string]json.RawMessage
+		if json.Unmarshal(raw, &calls) != nil {
+			return raw
+		}
+		for _, c := range calls {
+			var id string
+			json.Unmarshal(c["id"], &id)
+			if id == "" {
+				c["id"], _ = json.Marshal("call_" + ids.prefix + "_" + strconv.Itoa(ids.n))
+			}
+			if _, ok := c["type"]; !ok {
+				c["type"] = json.RawMessage(`"function"`)
+			}
+			ids.n++
+		}
+		out, _ := json.Marshal(calls)
+		return out
+	}
+	if tc, ok := obj["tool_calls"]; ok {
+		obj["tool_calls"] = fix(tc)
+	}
+	if m, ok := obj["message"]; ok {
+		var msg map[string]json.RawMessage
+		if json.Unmarshal(m, &msg) == nil {
+			if tc, ok := msg["tool_calls"]; ok {
+				msg["tool_calls"] = fix(tc)
+				obj["message"], _ = json.Marshal(msg)
+			}
+		}
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return b
+	}
+	return out
 }
 
 func ollamaToolCall(tc fleet.ToolCall) api.ToolCall {

@@ -105,14 +105,7 @@ func (q *oaRequest) toFleet() (*fleet.Request, error) {
 	if effort == "" && q.Reasoning != nil {
 		effort = q.Reasoning.Effort
 	}
-	switch effort {
-	case "":
-	case "none":
-		req.NoThinking = true
-	default:
-		req.Thinking = true
-		req.ThinkLevel = effort
-	}
+	applyEffort(req, effort)
 	if k := q.ChatTemplateKwargs; k != nil && k.EnableThinking != nil && !*k.EnableThinking && !req.Thinking {
 		req.NoThinking = true
 	}
@@ -172,31 +165,65 @@ func (q *oaRequest) options() (fleet.Options, error) {
 // openaiRoles are the roles of OpenAI chat messages.
 var openaiRoles = []string{"system", "developer", "user", "assistant", "tool", "function"}
 
-// checkOpenAIOptions refuses sampling settings out of their range, naming
-// the field, rather than pass them on to fail somewhere else.
+// applyEffort sets req's thinking mode from an OpenAI reasoning effort:
+// "" leaves the model's default, "none" turns thinking off, and any other
+// effort turns it on at that level.
+func applyEffort(req *fleet.Request, effort string) {
+	switch effort {
+	case "":
+	case "none":
+		req.NoThinking = true
+	default:
+		req.Thinking = true
+		req.ThinkLevel = effort
+	}
+}
+
+// tokenLimit is a request field that caps the tokens of an answer.
+type tokenLimit struct {
+	name string
+	v    *int
+}
+
+// checkSampling refuses sampling settings out of their range, naming the
+// field, rather than pass them on to fail somewhere else.
+func checkSampling(temperature, topP *float64, limits ...tokenLimit) error {
+	return checkRanges([]numberField{{"temperature", temperature, 0, 2}, {"top_p", topP, 0, 1}}, limits...)
+}
+
+// numberField is a request field that must lie in [min, max].
+type numberField struct {
+	name     string
+	v        *float64
+	min, max float64
+}
+
+func checkRanges(fields []numberField, limits ...tokenLimit) error {
+	for _, f := range fields {
+		if f.v != nil && (*f.v < f.min || *f.v > f.max) {
+			return fmt.Errorf("%s: %g is out of range [%g, %g]", f.name, *f.v, f.min, f.max)
+		}
+	}
+	for _, f := range limits {
+		if f.v != nil && *f.v < 1 {
+			return fmt.Errorf("%s: %d is not a positive number of tokens", f.name, *f.v)
+		}
+	}
+	return nil
+}
+
+// checkOpenAIOptions refuses the settings of a chat or completion out of
+// their range, naming the field.
 func checkOpenAIOptions(q *oaRequest) error {
-	for _, f := range []struct {
-		name     string
-		v        *float64
-		min, max float64
-	}{
+	err := checkRanges([]numberField{
 		{"temperature", q.Temperature, 0, 2},
 		{"top_p", q.TopP, 0, 1},
 		{"min_p", q.MinP, 0, 1},
 		{"presence_penalty", q.PresencePenalty, -2, 2},
 		{"frequency_penalty", q.FrequencyPenalty, -2, 2},
-	} {
-		if f.v != nil && (*f.v < f.min || *f.v > f.max) {
-			return fmt.Errorf("%s: %g is out of range [%g, %g]", f.name, *f.v, f.min, f.max)
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    *int
-	}{{"max_tokens", q.MaxTokens}, {"max_completion_tokens", q.MaxCompletionTokens}} {
-		if f.v != nil && *f.v < 1 {
-			return fmt.Errorf("%s: %d is not a positive number of tokens", f.name, *f.v)
-		}
+	}, tokenLimit{"max_tokens", q.MaxTokens}, tokenLimit{"max_completion_tokens", q.MaxCompletionTokens})
+	if err != nil {
+		return err
 	}
 	if q.N != nil && *q.N < 1 {
 		return fmt.Errorf("n: %d is not a positive number of answers", *q.N)
@@ -266,11 +293,19 @@ func writeOpenAIError(w http.ResponseWriter, status int, typ, msg string) {
 // writeOpenAIErrorCode writes OpenAI's error object with a code
 // ("model_not_found"); "" is a null code.
 func writeOpenAIErrorCode(w http.ResponseWriter, status int, typ, code, msg string) {
-	var c any
-	if code != "" {
-		c = code
+	writeOpenAIErrorParam(w, status, typ, code, "", msg)
+}
+
+// writeOpenAIErrorParam writes OpenAI's error object naming the request
+// field at fault (param) and a code; "" is null for either.
+func writeOpenAIErrorParam(w http.ResponseWriter, status int, typ, code, param, msg string) {
+	orNull := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
 	}
-	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}})
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": orNull(param), "code": orNull(code)}})
 }
 
 // writeOpenAIStatus writes an OpenAI error whose type follows from status.
@@ -374,14 +409,13 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req *fleet
 	}
 	defer st.Close()
 	meta := st.Meta()
-	h := w.Header()
-	routeHeaders(h, meta)
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	routeHeaders(w.Header(), meta)
+	startSSE(w)
 
 	same := sameDialect(req, meta, fleet.ProviderOpenAI)
+	if same {
+		st.Passthrough()
+	}
 	cw := newChunkWriter(w, s.o.WriteTimeout)
 	enc := oaChunkEncoder{id: "chatcmpl-" + meta.RequestID, created: time.Now().Unix(), model: meta.Candidate.Model,
 		ids: callIDs{prefix: meta.RequestID}, text: kind == textChunks}
@@ -415,7 +449,7 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req *fleet
 			// The upstream's event as it came, every field kept; its
 			// usage for a caller that asked for usage only.
 			raw := ch.Raw
-			if !includeUsage && usageOnly(&ch) {
+			if !includeUsage && ch.UsageOnly {
 				raw = withoutUsage(raw)
 			}
 			if len(raw) == 0 {
@@ -461,12 +495,6 @@ func withoutUsage(raw []byte) []byte {
 		}
 	}
 	return nil
-}
-
-// usageOnly reports whether ch is a usage report and nothing else (the
-// last event of a stream with include_usage).
-func usageOnly(ch *fleet.Chunk) bool {
-	return ch.Usage != nil && !ch.IsFirstToken() && ch.FinishReason == "" && ch.Role == ""
 }
 
 // callIDs gives a tool call without an id one (an Ollama before 0.12

@@ -97,6 +97,9 @@ type Server struct {
 	draining atomic.Bool
 	closing  chan struct{} // closed by BeginShutdown: long-lived event streams end
 	once     sync.Once
+	// responses keeps the output of recent /v1/responses answers, for
+	// item_reference and previous_response_id.
+	responses *responseStore
 }
 
 // SetSecurity puts new security settings in force for the requests that
@@ -146,10 +149,11 @@ func New(o Options) *Server {
 	if o.Hub == nil {
 		o.Hub = NewHub()
 	}
-	s := &Server{o: o, closing: make(chan struct{})}
+	s := &Server{o: o, closing: make(chan struct{}), responses: newResponseStore(storeSettings{})}
 	s.guard.Store(newGuard(o.Listen, Security{APIKey: o.APIKey, AllowedOrigins: o.AllowedOrigins, BodyLimit: o.BodyLimit, Webview: o.Webview}))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.openaiChat)
+	mux.HandleFunc("POST /v1/responses", s.openaiResponses)
 	mux.HandleFunc("POST /v1/completions", s.openaiCompletions)
 	mux.HandleFunc("POST /v1/embeddings", s.openaiEmbeddings)
 	mux.HandleFunc("GET /v1/models", s.openaiModels)

@@ -138,6 +138,16 @@ func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, wr
 	write(w, status, msg)
 }
 
+// startSSE answers 200 with the headers of a Server-Sent Events stream,
+// which no cache or proxy may hold back.
+func startSSE(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+}
+
 // chunkWriter writes a streamed answer: each chunk flushed at once, the
 // write deadline extended per chunk so a vanished caller cannot pin the
 // handler, while a slow one only slows its own stream.

@@ -735,6 +735,16 @@ type Stream struct {
 // Meta returns what is known at commit time.
 func (s *Stream) Meta() Meta { return s.meta }
 
+// Passthrough tells the upstream stream that its reader forwards Raw and
+// needs no text from now on (fleet.Passthrougher): the chunks after the
+// ones buffered by the probe carry Raw, and the finish, usage and errors,
+// but no Content. A stream that can't does nothing.
+func (s *Stream) Passthrough() {
+	if p, ok := s.a.stream.(fleet.Passthrougher); ok {
+		p.Passthrough()
+	}
+}
+
 // Recv returns the next chunk. It returns io.EOF after a complete answer,
 // a *CommittedError when the upstream failed after the first token, and
 // another error when the caller closed the stream or went away. Before it

@@ -12,9 +12,12 @@ import (
 
 // Status is GET /switchyard/v1/status, and the status event.
 type Status struct {
-	Version           string      `json:"version"`
-	Demo              bool        `json:"demo"`
-	Listen            string      `json:"listen"`
+	Version string `json:"version"`
+	Demo    bool   `json:"demo"`
+	Listen  string `json:"listen"`
+	// ListenTaken is the address the API was to listen on and found taken
+	// (the desktop app then listens on a free port); "" otherwise.
+	ListenTaken       string      `json:"listen_taken"`
 	DefaultModel      string      `json:"default_model"`
 	DeepThinkingModel string      `json:"deep_thinking_model"`
 	Hedge             bool        `json:"hedge"`
@@ -34,8 +37,12 @@ type Candidate struct {
 	Priority         int            `json:"priority"`
 	Enabled          bool           `json:"enabled"`
 	SupportsThinking bool           `json:"supports_thinking"`
-	Breaker          Breaker        `json:"breaker"`
-	BusyMS           int64          `json:"busy_ms"`
+	// Embeds: the model makes embeddings; EmbedOnly: nothing else (chats
+	// skip it).
+	Embeds    bool    `json:"embeds"`
+	EmbedOnly bool    `json:"embed_only"`
+	Breaker   Breaker `json:"breaker"`
+	BusyMS    int64   `json:"busy_ms"`
 	// Loading: its server was last seen loading the model.
 	Loading bool `json:"loading"`
 	// ConfigError says its server does not serve its model, "" when it
@@ -135,7 +142,7 @@ type Config struct {
 
 // StatusInput is what a status document is made of.
 type StatusInput struct {
-	Version, Listen                 string
+	Version, Listen, ListenTaken    string
 	Demo                            bool
 	DefaultModel, DeepThinkingModel string
 	Hedge                           bool
@@ -151,7 +158,7 @@ type StatusInput struct {
 // NewStatus builds the status document.
 func NewStatus(in StatusInput) Status {
 	doc := Status{
-		Version: in.Version, Demo: in.Demo, Listen: in.Listen,
+		Version: in.Version, Demo: in.Demo, Listen: in.Listen, ListenTaken: in.ListenTaken,
 		DefaultModel: in.DefaultModel, DeepThinkingModel: in.DeepThinkingModel, Hedge: in.Hedge,
 		Candidates: make([]Candidate, 0, len(in.Candidates)),
 		GPU:        GPU{Message: gpu.MessageNoGPU, Devices: []Device{}},
@@ -170,6 +177,8 @@ func NewStatus(in StatusInput) Status {
 		doc.Candidates = append(doc.Candidates, Candidate{
 			ID: c.ID, Provider: c.Provider, URL: c.URL, Model: c.Model, Priority: c.Priority, Enabled: c.Enabled,
 			SupportsThinking: c.SupportsThinking,
+			Embeds:           c.Embeds,
+			EmbedOnly:        c.EmbedOnly,
 			Breaker: Breaker{State: st.Breaker.State, Failures: st.Breaker.Failures, RemainingMS: st.Breaker.Remaining.Milliseconds(),
 				Probing: st.Breaker.Probing, Since: st.Breaker.Since},
 			BusyMS: st.BusyFor.Milliseconds(), Loading: st.Loading, ConfigError: st.Missing, InFlight: st.InFlight, Slots: st.Slots,

@@ -9,14 +9,55 @@ import (
 	"time"
 )
 
-// chatRequest is what a server needs from a chat request, whatever its
-// protocol.
-type chatRequest struct {
+// kind is what a model request asks for.
+type kind int
+
+const (
+	kindChat     kind = iota // a chat: /api/chat, /v1/chat/completions
+	kindGenerate             // the completion of a prompt: /api/generate, /v1/completions
+	kindEmbed                // vectors: /api/embed, /api/embeddings, /v1/embeddings
+)
+
+// op is what an Ollama request does with its model besides answering.
+type op int
+
+const (
+	opAnswer op = iota // answer the request
+	// opLoad: a request without messages or prompt loads the model and
+	// answers done_reason "load" (backend/realserver/FINDINGS.md §7).
+	opLoad
+	// opUnload: the same with keep_alive 0 unloads it, done_reason "unload".
+	opUnload
+)
+
+// request is what a server needs from a model request, whatever its
+// protocol and endpoint.
+type request struct {
+	kind         kind
 	model        string
 	stream       bool
 	think        bool // the caller asked for reasoning
 	includeUsage bool // OpenAI stream_options.include_usage
 	promptTokens int
+	op           op
+	unloadAfter  bool // Ollama keep_alive 0 with a prompt: unload once answered
+
+	// tools are the functions a chat offers; the answer calls the first
+	// (or the one tool_choice names) unless toolResult is set.
+	tools []tool
+	// toolResult is the content of the chat's last message when that is a
+	// tool result: the answer quotes it.
+	toolResult *string
+	// format asks for structured output: a JSON value, an instance of its
+	// schema when it has one. Nil: text.
+	format *outputFormat
+	// suffix is the text after the insertion point of a generate request:
+	// the answer is the infill text.
+	suffix string
+
+	inputs     []string // embed: the texts
+	dimensions int      // embed: cut the vectors to this length; 0: the model's
+	base64     bool     // embed: OpenAI encoding_format "base64"
 }
 
 // httpError is an error answer before any stream began.
@@ -25,10 +66,10 @@ type httpError struct {
 	msg    string
 }
 
-// exchange is one chat request being answered.
+// exchange is one model request being answered.
 type exchange struct {
-	req    chatRequest
-	model  Model
+	req    request
+	model  Model  // the served model
 	id     string // response id
 	start  time.Time
 	load   time.Duration // load time spent on this request, 0 when warm
@@ -37,7 +78,8 @@ type exchange struct {
 	sent   []token       // the tokens sent so far
 }
 
-// count returns the numbers of thinking and content tokens sent.
+// count returns the numbers of thinking and content tokens sent; the
+// fragments of tool calls count as content.
 func (x *exchange) count() (thinking, content int) {
 	for _, t := range x.sent {
 		if t.thinking {
@@ -53,29 +95,53 @@ func (x *exchange) count() (thinking, content int) {
 func (x *exchange) text() (thinking, content string) {
 	var th, co strings.Builder
 	for _, t := range x.sent {
-		if t.thinking {
+		switch {
+		case t.call != nil:
+		case t.thinking:
 			th.WriteString(t.text)
-		} else {
+		default:
 			co.WriteString(t.text)
 		}
 	}
 	return th.String(), co.String()
 }
 
-// dialect is one wire protocol's rendering of the events of an answer.
-// Methods that return bytes return one complete wire event (an NDJSON line,
-// an SSE event), or the whole body for whole.
+// calls returns the tool calls sent, each with the arguments sent so far.
+func (x *exchange) calls() []toolCall {
+	var out []toolCall
+	for _, t := range x.sent {
+		if t.call == nil {
+			continue
+		}
+		if t.head {
+			c := *t.call
+			c.arguments = ""
+			out = append(out, c)
+		}
+		out[len(out)-1].arguments += t.text
+	}
+	return out
+}
+
+// dialect is one wire protocol's rendering of one endpoint: how it reads
+// a request and writes the events of an answer. Methods that return bytes
+// return one complete wire event (an NDJSON line, an SSE event), or the
+// whole body for whole. The stream methods of an endpoint that never
+// streams (embeddings) are never called.
 type dialect interface {
 	// parse decodes a request body.
-	parse(body []byte) (chatRequest, *httpError)
+	parse(body []byte) (request, *httpError)
 	// check rejects a request the protocol's servers reject for model.
-	check(req chatRequest, m Model) *httpError
+	check(req request, m Model) *httpError
 	// notFound is the answer for a model the server does not serve.
 	notFound(model string) *httpError
 	// writeError answers an HTTP error with the protocol's error body.
 	writeError(w http.ResponseWriter, status int, msg string)
 	// writeBusy answers "overloaded, try elsewhere".
 	writeBusy(w http.ResponseWriter, retryAfter time.Duration)
+	// call returns the tokens of tool call c: one token with the whole
+	// call, or a head token and the fragments of its arguments.
+	call(x *exchange, c toolCall) []token
 	// streamType is the Content-Type of a stream.
 	streamType() string
 	// opening is sent right after the headers of a healthy stream (the
@@ -93,24 +159,26 @@ type dialect interface {
 	whole(x *exchange) []byte
 }
 
-// chat answers a chat request in dialect d, under the fault in force when
-// it arrived, and counts it.
-func (s *Server) chat(w http.ResponseWriter, r *http.Request, d dialect) {
-	s.update(func(st *Stats) { st.Requests++; st.OpenStreams++ })
-	err := s.answer(r.Context(), w, r, d)
-	if err != nil {
-		// Never let net/http end the response cleanly for an answer that
-		// was stopped halfway.
-		cut(w)
-	}
-	s.update(func(st *Stats) {
-		st.OpenStreams--
+// handle answers a model request in dialect d, under the fault in force
+// when it arrived, and counts it.
+func (s *Server) handle(d dialect) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.update(func(st *Stats) { st.Requests++; st.OpenStreams++ })
+		err := s.answer(r.Context(), w, r, d)
 		if err != nil {
-			st.Cancelled++
-		} else {
-			st.Completed++
+			// Never let net/http end the response cleanly for an answer
+			// that was stopped halfway.
+			cut(w)
 		}
-	})
+		s.update(func(st *Stats) {
+			st.OpenStreams--
+			if err != nil {
+				st.Cancelled++
+			} else {
+				st.Completed++
+			}
+		})
+	}
 }
 
 // phases are the parts of an answer a fault can play its own way, in the
@@ -161,7 +229,7 @@ func (p phases) or(base phases) phases {
 	return p
 }
 
-// answer plays the phases of the fault in force for a chat request. It
+// answer plays the phases of the fault in force for a model request. It
 // returns nil when the server finished its script, or the error that
 // stopped it: the client went away or the server closed.
 func (s *Server) answer(ctx context.Context, w http.ResponseWriter, r *http.Request, d dialect) error {
@@ -205,9 +273,9 @@ type reply struct {
 	cold  bool   // the model was not resident
 }
 
-// begin reads a chat request and starts its reply. When the request is not
-// one the server answers, it writes the error answer and returns nil, with
-// the error of a client that went away.
+// begin reads a model request and starts its reply. When the request is
+// not one the server answers, it writes the error answer and returns nil,
+// with the error of a client that went away.
 func (s *Server) begin(ctx context.Context, w http.ResponseWriter, r *http.Request, d dialect) (*reply, error) {
 	// Read the whole body: net/http notices a client that goes away (and
 	// cancels ctx) only once the body is consumed.
@@ -246,17 +314,11 @@ func (s *Server) begin(ctx context.Context, w http.ResponseWriter, r *http.Reque
 
 	a.x = &exchange{
 		req:   req,
+		model: m,
 		id:    fmt.Sprintf("%s-%d", s.cfg.Name, seq),
 		start: time.Now(),
 	}
-	if req.think {
-		for _, t := range s.thinkingTokens(req.model) {
-			a.x.tokens = append(a.x.tokens, token{text: t, thinking: true})
-		}
-	}
-	for _, t := range s.AnswerTokens(req.model) {
-		a.x.tokens = append(a.x.tokens, token{text: t})
-	}
+	a.x.tokens = s.plan(a.x, d)
 	if req.stream {
 		w.Header().Set("Content-Type", d.streamType())
 	} else {
@@ -265,10 +327,55 @@ func (s *Server) begin(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	return a, nil
 }
 
+// plan returns the tokens of the answer to x's request: the thinking
+// when asked for, then what the request calls for: a tool call, an answer
+// that quotes a tool's result, a JSON value, the infill text, or the
+// server's answer. Loading, unloading and embeddings have no tokens.
+func (s *Server) plan(x *exchange, d dialect) []token {
+	req := x.req
+	if req.op != opAnswer || req.kind == kindEmbed {
+		return nil
+	}
+	var toks []token
+	if req.think {
+		for _, t := range s.thinkingTokens(req.model) {
+			toks = append(toks, token{text: t, thinking: true})
+		}
+	}
+	var content []string
+	switch {
+	case len(req.tools) > 0 && req.toolResult == nil:
+		t := req.tools[0]
+		c := toolCall{name: t.name, arguments: string(instance(t.parameters, s.cfg.Name))}
+		return append(toks, d.call(x, c)...)
+	case req.toolResult != nil:
+		content = s.toolAnswerTokens(req.model, *req.toolResult)
+	case req.format != nil:
+		content = fragments(string(s.structured(req.model, req.format)), fragmentBytes)
+	case req.kind == kindGenerate && req.suffix != "":
+		content = s.InfillTokens(req.model)
+	default:
+		content = s.AnswerTokens(req.model)
+	}
+	for _, t := range content {
+		toks = append(toks, token{text: t})
+	}
+	return toks
+}
+
 // load waits for the first token: TTFT, and the load time of a cold model,
-// which it then makes resident.
+// which it then makes resident. Embeddings and loading without an answer
+// wait for the load alone; unloading waits for nothing and makes the model
+// not resident.
 func (a *reply) load() error {
+	if a.x.req.op == opUnload {
+		a.s.SetResident(a.model, false)
+		return nil
+	}
 	delay := a.s.cfg.TTFT
+	if a.x.req.op == opLoad || a.x.req.kind == kindEmbed {
+		delay = 0
+	}
 	if a.cold {
 		a.x.load = a.s.cfg.LoadTime
 		delay += a.s.cfg.LoadTime
@@ -330,8 +437,11 @@ func (a *reply) token(t token, gap time.Duration) error {
 }
 
 // end ends a complete answer: the finish events of a stream, or the whole
-// body.
+// body. A request with keep_alive 0 unloads its model after it.
 func (a *reply) end() error {
+	if a.x.req.unloadAfter {
+		defer a.s.SetResident(a.model, false)
+	}
 	if !a.x.req.stream {
 		return a.send(a.d.whole(a.x))
 	}

@@ -71,8 +71,8 @@ func TestOllamaClient(t *testing.T) {
 	}
 
 	for name, want := range map[string][]model.Capability{
-		"qwen3:8b":    {model.CapabilityCompletion, model.CapabilityThinking},
-		"llama3.2:3b": {model.CapabilityCompletion},
+		"qwen3:8b":    {model.CapabilityCompletion, model.CapabilityTools, model.CapabilityThinking},
+		"llama3.2:3b": {model.CapabilityCompletion, model.CapabilityTools},
 	} {
 		show, err := c.Show(ctx, &api.ShowRequest{Model: name})
 		if err != nil || !slices.Equal(show.Capabilities, want) {

@@ -58,30 +58,46 @@ func StartFleet(members []Member) (*Fleet, error) {
 // DemoMembers returns the demo fleet: two Ollama servers ("qwen3-8b", a
 // thinking model, and "llama3.2-3b") and two OpenAI-compatible servers in
 // vLLM's dialect ("qwen3-32b-vllm", thinking, and "mistral-7b-llamacpp"),
-// with realistic first-token delays, token pacing and load times.
+// with realistic first-token delays, token pacing and load times. Each is
+// the candidate of its first model. Beside it, qwen3-8b's Ollama serves
+// the embedding model nomic-embed-text (768 dimensions) and qwen3-32b-vllm
+// serves Qwen/Qwen3-Embedding-0.6B (1024 dimensions). llama3.2-3b is an
+// older Ollama whose tool calls carry no id (Config.LegacyToolCalls), so
+// that clients meet what Switchyard makes of that.
 func DemoMembers() []Member {
 	return []Member{
 		{ID: "qwen3-8b", Priority: 1, Config: Config{
 			Provider: fleet.ProviderOllama,
-			Models:   []Model{{Name: "qwen3:8b", Thinking: true, SizeBytes: 5_200_000_000}},
-			TTFT:     250 * time.Millisecond, TokenGap: 25 * time.Millisecond,
+			Models: []Model{
+				{Name: "qwen3:8b", Thinking: true, Arch: "qwen3", ContextLength: 40960, Dimensions: 4096, SizeBytes: 5_200_000_000},
+				{Name: "nomic-embed-text:latest", Embedding: true, Arch: "nomic-bert", ContextLength: 2048, Dimensions: 768, SizeBytes: 274_302_450},
+			},
+			TTFT: 250 * time.Millisecond, TokenGap: 25 * time.Millisecond,
 			LoadTime: 1500 * time.Millisecond,
 		}},
 		{ID: "llama3.2-3b", Priority: 2, Config: Config{
 			Provider: fleet.ProviderOllama,
-			Models:   []Model{{Name: "llama3.2:3b", SizeBytes: 2_000_000_000}},
-			TTFT:     150 * time.Millisecond, TokenGap: 20 * time.Millisecond,
-			LoadTime: 800 * time.Millisecond,
+			Models: []Model{
+				{Name: "llama3.2:3b", Arch: "llama", ContextLength: 131072, Dimensions: 3072, SizeBytes: 2_000_000_000},
+			},
+			TTFT: 150 * time.Millisecond, TokenGap: 20 * time.Millisecond,
+			LoadTime:        800 * time.Millisecond,
+			LegacyToolCalls: true,
 		}},
 		{ID: "qwen3-32b-vllm", Priority: 3, Config: Config{
 			Provider: fleet.ProviderOpenAI,
-			Models:   []Model{{Name: "Qwen/Qwen3-32B", Thinking: true, SizeBytes: 20_000_000_000}},
-			TTFT:     600 * time.Millisecond, TokenGap: 40 * time.Millisecond,
+			Models: []Model{
+				{Name: "Qwen/Qwen3-32B", Thinking: true, Arch: "qwen3", ContextLength: 40960, Dimensions: 5120, SizeBytes: 20_000_000_000},
+				{Name: "Qwen/Qwen3-Embedding-0.6B", Embedding: true, Arch: "qwen3", ContextLength: 32768, Dimensions: 1024, SizeBytes: 1_200_000_000},
+			},
+			TTFT: 600 * time.Millisecond, TokenGap: 40 * time.Millisecond,
 		}},
 		{ID: "mistral-7b-llamacpp", Priority: 4, Config: Config{
 			Provider: fleet.ProviderOpenAI,
-			Models:   []Model{{Name: "mistral-7b-instruct-v0.3", SizeBytes: 4_400_000_000}},
-			TTFT:     300 * time.Millisecond, TokenGap: 30 * time.Millisecond,
+			Models: []Model{
+				{Name: "mistral-7b-instruct-v0.3", Arch: "llama", ContextLength: 32768, Dimensions: 4096, SizeBytes: 4_400_000_000},
+			},
+			TTFT: 300 * time.Millisecond, TokenGap: 30 * time.Millisecond,
 		}},
 	}
 }

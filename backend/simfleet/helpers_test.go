@@ -115,12 +115,36 @@ func client(t *testing.T) *http.Client {
 // post sends body to the chat endpoint of s.
 func post(ctx context.Context, t *testing.T, c *http.Client, p proto, s *Server, body string) (*http.Response, error) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+p.chatPath, strings.NewReader(body))
+	return c.Do(httpPost(ctx, t, s.URL()+p.chatPath, body))
+}
+
+// httpPost is a POST of a JSON body to url.
+func httpPost(ctx context.Context, t *testing.T, url, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	return c.Do(req)
+	return req
+}
+
+// postJSON posts body to url and returns the body of its 200 answer.
+func postJSON(ctx context.Context, t *testing.T, url, body string) []byte {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(httpPost(ctx, t, url, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	expectStatus(t, resp, http.StatusOK)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // mustPost is post for requests that must get response headers.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/backend/fleet"
 )
@@ -30,6 +32,12 @@ const (
 	DefaultModelName = "sim-model"
 	// DefaultName names a server whose Config has no Name.
 	DefaultName = "sim"
+	// DefaultDimensions is the length of a model's vectors when its
+	// Dimensions is zero.
+	DefaultDimensions = 768
+	// DefaultContextLength is the trained context of a model whose
+	// ContextLength is zero.
+	DefaultContextLength = 32768
 )
 
 // maxBody caps the size of a request body the servers read.
@@ -45,6 +53,24 @@ type Model struct {
 	// capability and emits message.thinking when asked with think; the
 	// OpenAI dialect emits delta.reasoning when reasoning_effort is set.
 	Thinking bool
+	// Embedding says the model makes embeddings and cannot chat, as
+	// nomic-embed-text: Ollama's /api/show lists only the "embedding"
+	// capability, the embeddings endpoints answer for it, and chat and
+	// generate requests get the refusal of the real servers. The other
+	// models are chat models, which refuse embeddings.
+	Embedding bool
+	// Dimensions is the length of the model's vectors, and its
+	// embedding_length in /api/show. Zero means DefaultDimensions.
+	Dimensions int
+	// Arch is the model's architecture: general.architecture and
+	// details.family in /api/show, the prefix of its model_info keys.
+	// Empty means the name up to its first digit or colon ("qwen" for
+	// "qwen3:8b").
+	Arch string
+	// ContextLength is the context the model was trained for:
+	// "<arch>.context_length" in /api/show (which apps like Zed read) and
+	// max_model_len in vLLM's /v1/models. Zero means DefaultContextLength.
+	ContextLength int
 	// SizeBytes is the model's size in /api/tags and /api/ps (where it is
 	// all in VRAM). Zero means DefaultModelSize.
 	SizeBytes int64
@@ -67,8 +93,10 @@ type Config struct {
 	TTFT time.Duration
 	// TokenGap is the delay between two tokens. Zero: none.
 	TokenGap time.Duration
-	// Tokens is the number of content tokens of an answer; a thinking
-	// answer first has Tokens/2 (at least 1) thinking tokens. Default
+	// Tokens is the number of content tokens of an answer and of an
+	// infill text; a thinking answer first has Tokens/2 (at least 1)
+	// thinking tokens. Tool calls, answers that quote a tool result and
+	// JSON answers have the tokens their text needs. Default
 	// DefaultTokens.
 	Tokens int
 	// LoadTime is added before the first token of a request whose model is
@@ -81,6 +109,12 @@ type Config struct {
 	// says; it says DefaultParallel unless told otherwise, so Switchyard
 	// does not take its concurrent answers for queueing.
 	Parallel int
+	// LegacyToolCalls makes an Ollama server send the tool calls of
+	// /api/chat without an id, as Ollama did before 0.12.10 (ids came
+	// with ollama/ollama#12732); its /api/version then says
+	// OllamaLegacyVersion. By default a call has an id, as in 0.17.4.
+	// Ollama's /v1 always gives ids.
+	LegacyToolCalls bool
 }
 
 // DefaultParallel is the Parallel of a simulated server by default.
@@ -119,20 +153,29 @@ func (c Config) withDefaults() (Config, error) {
 		if m.SizeBytes <= 0 {
 			m.SizeBytes = DefaultModelSize
 		}
+		if m.Dimensions <= 0 {
+			m.Dimensions = DefaultDimensions
+		}
+		if m.ContextLength <= 0 {
+			m.ContextLength = DefaultContextLength
+		}
+		if m.Arch == "" {
+			m.Arch = defaultArch(m.Name)
+		}
 		models[i] = m
 	}
 	c.Models = models
 	return c, nil
 }
 
-// Stats counts the chat requests of a server (POST /api/chat or
-// /v1/chat/completions, streaming or not); other endpoints and connections
-// refused by FaultRefuse are not counted. Once no request is open,
-// Requests == Completed + Cancelled.
+// Stats counts the model requests of a server: chat, generate,
+// completions and embeddings, streaming or not. Discovery endpoints and
+// connections refused by FaultRefuse are not counted. Once no request is
+// open, Requests == Completed + Cancelled.
 type Stats struct {
-	// Requests is the number of chat requests received.
+	// Requests is the number of model requests received.
 	Requests int
-	// OpenStreams is the number of chat requests being answered now.
+	// OpenStreams is the number of model requests being answered now.
 	OpenStreams int
 	// Completed counts requests the server finished answering as scripted,
 	// errors and cut connections included.
@@ -209,15 +252,16 @@ func Start(cfg Config) (*Server, error) {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	if s.cfg.Provider == fleet.ProviderOpenAI {
-		d := openaiDialect{}
-		mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.chat(w, r, d) })
-		mux.HandleFunc("GET /v1/models", s.openaiModels)
+		s.openaiRoutes(mux, flavorVLLM)
 		mux.HandleFunc("GET /metrics", s.vllmMetrics)
 		mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
 		return mux
 	}
-	d := ollamaDialect{}
-	mux.HandleFunc("POST /api/chat", func(w http.ResponseWriter, r *http.Request) { s.chat(w, r, d) })
+	base := ollamaBase{}
+	mux.Handle("POST /api/chat", s.handle(ollamaChat{base, !s.cfg.LegacyToolCalls}))
+	mux.Handle("POST /api/generate", s.handle(ollamaGenerate{base}))
+	mux.Handle("POST /api/embed", s.handle(ollamaEmbed{ollamaBase: base}))
+	mux.Handle("POST /api/embeddings", s.handle(ollamaEmbeddings{ollamaBase: base}))
 	mux.HandleFunc("GET /api/tags", s.ollamaTags)
 	mux.HandleFunc("GET /api/ps", s.ollamaPS)
 	mux.HandleFunc("POST /api/show", s.ollamaShow)
@@ -226,7 +270,18 @@ func (s *Server) routes() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "Ollama is running")
 	})
+	// Ollama's own OpenAI-compatible API, beside its native one.
+	s.openaiRoutes(mux, flavorOllama)
 	return mux
+}
+
+// openaiRoutes serves the OpenAI-compatible endpoints as f's servers do.
+func (s *Server) openaiRoutes(mux *http.ServeMux, f flavor) {
+	base := openaiBase{f}
+	mux.Handle("POST /v1/chat/completions", s.handle(openaiChat{base}))
+	mux.Handle("POST /v1/completions", s.handle(openaiCompletions{base}))
+	mux.Handle("POST /v1/embeddings", s.handle(openaiEmbeddings{openaiBase: base}))
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) { s.openaiModels(w, f) })
 }
 
 // gate tracks running handlers so Close can wait for them, and drops
@@ -276,7 +331,8 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 
 // URL returns the base URL as the server's own clients take it:
 // http://127.0.0.1:PORT for Ollama, http://127.0.0.1:PORT/v1 for OpenAI.
-// It stays the same across FaultRefuse.
+// It stays the same across FaultRefuse. An Ollama server also serves
+// Ollama's OpenAI-compatible API under URL()+"/v1".
 func (s *Server) URL() string {
 	if s.cfg.Provider == fleet.ProviderOpenAI {
 		return "http://" + s.addr + "/v1"
@@ -458,10 +514,15 @@ func (s *Server) model(name string) (Model, bool) {
 	return Model{}, false
 }
 
-// token is one event of an answer.
+// token is one event of an answer: thinking or content text, or (a
+// fragment of) a tool call.
 type token struct {
 	text     string
 	thinking bool
+	// call is the tool call the token belongs to; text is then a fragment
+	// of its arguments, and head says the token opens the call.
+	call *toolCall
+	head bool
 }
 
 // Answer returns the full content the server answers for model: Tokens
@@ -473,6 +534,45 @@ func (s *Server) Answer(model string) string { return strings.Join(s.AnswerToken
 // order they are streamed.
 func (s *Server) AnswerTokens(model string) []string {
 	return script(fmt.Sprintf("%s here (%s):", s.cfg.Name, model), answerText, s.cfg.Tokens)
+}
+
+// Infill returns the text the server inserts for a generate request
+// with a suffix (fill-in-the-middle, as editors ask for it): Tokens
+// tokens, the first of which names the server and the model.
+func (s *Server) Infill(model string) string { return strings.Join(s.InfillTokens(model), "") }
+
+// InfillTokens returns the tokens of Infill, in the order they are
+// streamed.
+func (s *Server) InfillTokens(model string) []string {
+	return script(fmt.Sprintf("%s fills in (%s):", s.cfg.Name, model), answerText, s.cfg.Tokens)
+}
+
+// ToolAnswer returns the answer to a chat whose last message is a tool
+// result: it names the server and the model, and quotes the result
+// verbatim, so a test can see the round trip.
+func (s *Server) ToolAnswer(model, result string) string {
+	return strings.Join(s.toolAnswerTokens(model, result), "")
+}
+
+func (s *Server) toolAnswerTokens(model, result string) []string {
+	lead := fmt.Sprintf("%s here (%s): The tool returned:", s.cfg.Name, model)
+	return append([]string{lead}, words(" "+result)...)
+}
+
+// Structured returns the JSON value the server answers for a request
+// with structured output: an instance of schema, or, without a schema
+// (Ollama format "json", OpenAI json_object), an object whose "answer" is
+// the server's Answer.
+func (s *Server) Structured(model string, schema json.RawMessage) json.RawMessage {
+	return s.structured(model, &outputFormat{schema: schema})
+}
+
+func (s *Server) structured(model string, f *outputFormat) json.RawMessage {
+	if len(f.schema) == 0 {
+		b, _ := json.Marshal(map[string]string{"answer": s.Answer(model)})
+		return b
+	}
+	return instance(f.schema, s.cfg.Name)
 }
 
 // Thinking returns the thinking text the server streams before the answer
@@ -516,6 +616,56 @@ func script(lead, text string, n int) []string {
 		*last += " " + words[i%len(words)]
 	}
 	return toks
+}
+
+// words splits text into tokens that join back to it exactly: each is a
+// run of white space and the word after it.
+func words(text string) []string {
+	var toks []string
+	start := 0
+	for i := 1; i < len(text); i++ {
+		if isSpace(text[i]) && !isSpace(text[i-1]) {
+			toks = append(toks, text[start:i])
+			start = i
+		}
+	}
+	return append(toks, text[start:])
+}
+
+func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
+
+// fragmentBytes is the size of the fragments a JSON text is streamed in.
+const fragmentBytes = 8
+
+// fragments cuts text into pieces of about n bytes that join back to it,
+// never inside a UTF-8 character.
+func fragments(text string, n int) []string {
+	var out []string
+	for len(text) > n {
+		i := n
+		for i < len(text) && !utf8.RuneStart(text[i]) {
+			i++
+		}
+		out = append(out, text[:i])
+		text = text[i:]
+	}
+	if text != "" {
+		out = append(out, text)
+	}
+	return out
+}
+
+// defaultArch makes an architecture name from a model name: the name up
+// to its first digit, colon or slash-separated organisation.
+func defaultArch(name string) string {
+	if _, after, ok := strings.Cut(name, "/"); ok {
+		name = after
+	}
+	name = strings.ToLower(name)
+	if i := strings.IndexAny(name, "0123456789:"); i > 0 {
+		name = name[:i]
+	}
+	return strings.TrimRight(name, "-._")
 }
 
 // digest is a stable fake sha256 digest for a model name.

@@ -351,3 +351,44 @@ func TestConcurrentFaultsAndRequests(t *testing.T) {
 		}
 	}
 }
+
+// The demo fleet's extras: an embedding model beside a chat model on one
+// Ollama and one vLLM server, and an Ollama whose tool calls have no id.
+func TestDemoExtras(t *testing.T) {
+	ctx := testContext(t)
+	f, err := StartDemo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, tt := range []struct {
+		server, path, body, want string
+	}{
+		{"qwen3-8b", "/api/embed", `{"model":"nomic-embed-text","input":"hi"}`, `"embeddings":[[`},
+		{"qwen3-32b-vllm", "/embeddings", `{"model":"Qwen/Qwen3-Embedding-0.6B","input":"hi"}`, `"object":"embedding"`},
+		{"llama3.2-3b", "/api/chat", `{"model":"llama3.2:3b","stream":false,"messages":[{"role":"user","content":"hi"}],"tools":[` + weatherTool + `]}`,
+			`"tool_calls":[{"function":{"index":0,"name":"get_weather"`},
+		{"qwen3-8b", "/api/chat", `{"model":"qwen3:8b","stream":false,"messages":[{"role":"user","content":"hi"}],"tools":[` + weatherTool + `]}`,
+			`"tool_calls":[{"id":"call_`},
+	} {
+		b := postJSON(ctx, t, f.Server(tt.server).URL()+tt.path, tt.body)
+		if !strings.Contains(string(b), tt.want) {
+			t.Errorf("%s %s = %s; want %s", tt.server, tt.path, b, tt.want)
+		}
+	}
+	dims := map[string]int{"nomic-embed-text:latest": 768, "Qwen/Qwen3-Embedding-0.6B": 1024}
+	for _, id := range []string{"qwen3-8b", "qwen3-32b-vllm"} {
+		for _, m := range f.Server(id).Config().Models {
+			if m.Embedding && m.Dimensions != dims[m.Name] {
+				t.Errorf("%s serves %s of %d dimensions; want %d", id, m.Name, m.Dimensions, dims[m.Name])
+			}
+			delete(dims, m.Name)
+		}
+	}
+	if len(dims) != 0 {
+		t.Errorf("embedding models missing from the demo: %v", dims)
+	}
+	if !f.Server("llama3.2-3b").Config().LegacyToolCalls || f.Server("qwen3-8b").Config().LegacyToolCalls {
+		t.Error("want llama3.2-3b, and only it, legacy")
+	}
+}

@@ -232,7 +232,8 @@ func TestRequestErrors(t *testing.T) {
 			expectStatus(t, resp, http.StatusNotFound)
 			raw, _ := readAll(resp)
 			if p.provider == "ollama" {
-				if want := `{"error":"model \"nope\" not found, try pulling it first"}`; string(raw) != want {
+				// As Ollama answers it (backend/realserver/FINDINGS.md §8).
+				if want := `{"error":"model 'nope' not found"}`; string(raw) != want {
 					t.Errorf("body = %s; want %s", raw, want)
 				}
 			} else if l := decode[oaLine](t, string(raw)); l.Error == nil || l.Error.Code != 404 || l.Error.Type != "NotFoundError" {

@@ -30,6 +30,9 @@ type CheckResult struct {
 type CheckReport struct {
 	Path    string
 	Missing bool // no config file: the embedded default applies
+	// Probes, with no config file: where serve would look for servers,
+	// and what answered.
+	Probes  []Probe
 	Results []CheckResult
 	GPU     gpu.Snapshot // this machine's GPUs, or why there are none
 }
@@ -46,20 +49,24 @@ func Check(ctx context.Context, o Options) (CheckReport, error) {
 	nv := gpu.OpenNVML()
 	rep.GPU, _ = nv.Read(ctx)
 	nv.Close()
+	pool := upstream.NewPool(upstream.Settings{DialTimeout: 3 * time.Second, ResponseHeaderTimeout: 5 * time.Second})
+	defer pool.CloseIdle()
+	ol, oa := ollama.New(pool), openai.New(pool)
 	cfg, err := config.Load(path)
-	if errors.Is(err, fs.ErrNotExist) && o.ConfigPath == "" {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && o.ConfigPath == "":
 		rep.Missing = true
+		defaultDiscovery(&o)
+		rep.Probes = probe(ctx, o, ol, oa)
 		return rep, nil
-	}
-	if err != nil {
+	case errors.Is(err, fs.ErrNotExist):
+		return rep, config.ErrNoFile(path)
+	case err != nil:
 		return rep, err
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	pool := upstream.NewPool(upstream.Settings{DialTimeout: 3 * time.Second, ResponseHeaderTimeout: 5 * time.Second})
-	defer pool.CloseIdle()
-	ol, oa := ollama.New(pool), openai.New(pool)
 	for _, c := range cfg.Candidates(o.Getenv) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		start := time.Now()

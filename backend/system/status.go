@@ -14,7 +14,7 @@ func (s *System) Status() schema.Status {
 	cfg, cs := s.cfg, s.configStatus()
 	s.mu.Unlock()
 	in := schema.StatusInput{
-		Version: s.o.Version, Demo: s.demo != nil, Listen: s.Addr(),
+		Version: s.o.Version, Demo: s.demo != nil, Listen: s.Addr(), ListenTaken: s.listenTaken,
 		DefaultModel: cfg.Chat.DefaultModel, DeepThinkingModel: cfg.Chat.DeepThinkingModel, Hedge: cfg.Selection.Hedge,
 		Candidates: s.router.States(), TTFT: s.learner.Stats, Config: cs, History: s.store.Health(),
 	}

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/config"
@@ -59,6 +60,10 @@ type Options struct {
 	// Webview: the desktop app's window calls the API, so its webview's
 	// origin is allowed.
 	Webview bool
+	// PortFallback: when the address is taken, listen on a free port of
+	// the same host instead, and say so in the status (the desktop app,
+	// whose window finds its API wherever it is).
+	PortFallback bool
 	// Logf logs one line. Default: discard.
 	Logf func(format string, args ...any)
 	// DiscoverOllama and DiscoverOpenAI are the base URLs probed for local
@@ -105,7 +110,10 @@ type System struct {
 	demoGPUs *simfleet.GPUs // the demo machine's simulated GPUs, nil out of demo mode
 	ln       net.Listener
 	httpSrv  *http.Server
-	baseStop context.CancelFunc
+	// listenTaken is the address that was wanted and taken (PortFallback),
+	// "" when the API listens where it was asked to.
+	listenTaken string
+	baseStop    context.CancelFunc
 
 	watchReady chan struct{} // closed once the config file is watched
 
@@ -135,12 +143,7 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	if o.DiscoverOllama == nil {
-		o.DiscoverOllama = []string{"http://127.0.0.1:11434"}
-	}
-	if o.DiscoverOpenAI == nil {
-		o.DiscoverOpenAI = []string{"http://127.0.0.1:8000/v1", "http://127.0.0.1:8080/v1"}
-	}
+	defaultDiscovery(&o)
 	s := &System{o: o, pool: upstream.NewPool(upstream.Settings{}), hub: httpapi.NewHub(), metrics: metrics.New(),
 		watchReady: make(chan struct{}), learned: make(map[string]learned), relearn: make(chan struct{}, 1)}
 	s.ollama = ollama.New(s.pool)
@@ -151,19 +154,40 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		}
 	}()
 
-	if err := s.loadConfig(ctx); err != nil {
+	if err := s.readConfig(); err != nil {
 		return nil, err
 	}
-	cfg := s.cfg
+	listen := s.cfg.Listen
 	if o.Addr != "" {
 		if err := config.CheckAddr(o.Addr); err != nil {
 			return nil, fmt.Errorf("--addr: %w", err)
 		}
-		cfg.Listen = o.Addr
-		if err := config.CheckExposure(cfg.Listen, cfg.APIKey); err != nil {
+		listen = o.Addr
+		if err := config.CheckExposure(listen, s.cfg.APIKey); err != nil {
 			return nil, fmt.Errorf("--addr: %w (in the config)", err)
 		}
 	}
+	// Bind before anything starts (the demo fleet, discovery): a taken
+	// port is said at once and nothing is started twice.
+	s.ln, err = net.Listen("tcp", listen)
+	if errors.Is(err, syscall.EADDRINUSE) && o.PortFallback {
+		if host, _, splitErr := net.SplitHostPort(listen); splitErr == nil {
+			s.listenTaken = listen
+			o.Logf("%s is taken (another Switchyard?): the API listens on a free port instead", listen)
+			s.ln, err = net.Listen("tcp", net.JoinHostPort(host, "0"))
+		}
+	}
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("%w: %s is taken by another program (another Switchyard?): choose another address with --addr 127.0.0.1:PORT, or set listen in the config", ErrAddrInUse, listen)
+		}
+		return nil, fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	if err := s.startFleet(ctx); err != nil {
+		return nil, err
+	}
+	cfg := s.cfg
+	cfg.Listen = listen
 
 	dbPath := o.DBPath
 	if dbPath == "" {
@@ -215,10 +239,6 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	s.restore(ctx)
 	s.publishCandidates()
 
-	s.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
 	s.api = httpapi.New(httpapi.Options{
 		Router: s.router, Upstreams: upstream.Direct{Pool: s.pool}, History: s.store, Hub: s.hub, Demo: s.demoControl(),
 		Metrics: s.metrics.Handler(), UI: o.UI, Webview: o.Webview,
@@ -233,8 +253,11 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	return s, nil
 }
 
-// loadConfig reads the config file, or builds the embedded default.
-func (s *System) loadConfig(ctx context.Context) error {
+// ErrAddrInUse is the cause of New's error when its address is taken.
+var ErrAddrInUse = errors.New("address in use")
+
+// readConfig reads the config file, or takes the embedded default.
+func (s *System) readConfig() error {
 	path := s.o.ConfigPath
 	if path == "" {
 		path = config.DefaultPath(s.o.ConfigHome)
@@ -251,10 +274,17 @@ func (s *System) loadConfig(ctx context.Context) error {
 	case errors.Is(err, fs.ErrNotExist) && s.o.ConfigPath == "":
 		s.cfg, s.source = config.Default(), ""
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("config %s: no such file", path)
+		return config.ErrNoFile(path)
 	default:
 		return fmt.Errorf("config %s: %w", path, err)
 	}
+	return nil
+}
+
+// startFleet starts the demo fleet when asked for, or looks for local
+// servers when there is no config file, and the demo fleet when none
+// answers.
+func (s *System) startFleet(ctx context.Context) error {
 	if s.o.Demo {
 		return s.startDemo()
 	}
@@ -310,9 +340,12 @@ func (s *System) startDemo() error {
 // demoChat makes the demo fleet's servers the candidates, each on a
 // simulated GPU of its own (see simfleet.GPUs): the demo's vram_pressure
 // fault fills it.
+// The embedding models the demo servers serve beside their chat model are
+// candidates too, after the chat ones, on their server's GPU.
 func demoChat(f *simfleet.Fleet) config.Chat {
-	var chat config.Chat
-	for i, c := range f.Candidates() {
+	var chat, embed config.Chat
+	cands := f.Candidates()
+	for i, c := range cands {
 		chat.Candidates = append(chat.Candidates, config.Candidate{
 			ID: c.ID, Provider: c.Provider, URL: c.URL, Model: c.Model, Priority: c.Priority,
 			Enabled: true, SupportsThinking: c.SupportsThinking, GPUs: []int{i}, Parallel: c.Slots,
@@ -323,7 +356,16 @@ func demoChat(f *simfleet.Fleet) config.Chat {
 		if chat.DeepThinkingModel == "" && c.SupportsThinking && c.Provider == fleet.ProviderOpenAI {
 			chat.DeepThinkingModel = c.ID
 		}
+		for _, m := range f.Server(c.ID).Config().Models {
+			if m.Embedding {
+				embed.Candidates = append(embed.Candidates, config.Candidate{
+					ID: sanitizeID(strings.TrimSuffix(m.Name, ":latest")), Provider: c.Provider, URL: c.URL, Model: m.Name, Priority: len(cands) + len(embed.Candidates) + 1,
+					Enabled: true, Embeddings: true, GPUs: []int{i}, Parallel: c.Slots,
+				})
+			}
+		}
 	}
+	chat.Candidates = append(chat.Candidates, embed.Candidates...)
 	return chat
 }
 

@@ -5,14 +5,18 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -114,7 +118,9 @@ func TestDemoModeAndStatus(t *testing.T) {
 
 	var st schema.Status
 	getJSON(t, sys.URL()+"/switchyard/v1/status", &st)
-	if !st.Demo || len(st.Candidates) != 4 || st.Config.Source != string(SourceDemo) {
+	// Four servers, two of which serve an embedding model beside their
+	// chat model: six candidates.
+	if !st.Demo || len(st.Candidates) != 6 || st.Config.Source != string(SourceDemo) {
 		t.Fatalf("status = %+v", st)
 	}
 	// The demo machine has one simulated GPU per server, said to be
@@ -587,5 +593,46 @@ func TestEmbeddedDefaultDiscovers(t *testing.T) {
 	defer none.Close()
 	if none.Source() != SourceDemo || none.Demo() == nil {
 		t.Errorf("nothing answering: source = %s; want the demo fleet", none.Source())
+	}
+}
+
+// A taken port is said at once, with the way out, before anything starts:
+// no discovery, no demo fleet.
+func TestTakenPortIsSaidBeforeAnythingStarts(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var probed atomic.Int32
+	ollamaLike := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { probed.Add(1) }))
+	defer ollamaLike.Close()
+	dir := t.TempDir()
+	_, err = New(t.Context(), Options{ConfigHome: dir, DataHome: dir, Addr: taken.Addr().String(),
+		DiscoverOllama: []string{ollamaLike.URL}, DiscoverOpenAI: []string{}})
+	if !errors.Is(err, ErrAddrInUse) || !strings.Contains(err.Error(), taken.Addr().String()) || !strings.Contains(err.Error(), "--addr") {
+		t.Fatalf("New() error = %v; want the taken address and --addr", err)
+	}
+	if n := probed.Load(); n != 0 {
+		t.Errorf("discovery ran (%d requests) before the port was known to be free", n)
+	}
+}
+
+// The desktop app's API takes a free port when its own is taken, and its
+// status says which address was taken.
+func TestPortFallbackSaysWhy(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	sys, err := New(t.Context(), Options{ConfigHome: dir, DataHome: dir, Addr: taken.Addr().String(), Demo: true, PortFallback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	if st := sys.Status(); st.Listen == taken.Addr().String() || st.ListenTaken != taken.Addr().String() {
+		t.Errorf("listen %q, listen_taken %q; want another address, and %s said taken", st.Listen, st.ListenTaken, taken.Addr())
 	}
 }

@@ -184,9 +184,11 @@ func EventError(msg, code string) *fleet.EventError {
 	return &fleet.EventError{Message: msg, Code: code, Output: ModelOutput(msg)}
 }
 
-// unsupported matches Ollama's refusal of a request the model can't serve:
-// `"gemma3:4b" does not support thinking`, `... does not support tools`.
-var unsupported = regexp.MustCompile(`does not support (thinking|tools|insert|vision|images|completion|chat|generate|embeddings?)\b`)
+// unsupported matches a server's refusal of a request the model can't
+// serve: Ollama's `"gemma3:4b" does not support thinking` (tools, insert,
+// chat, ...), vLLM's "The model does not support Chat Completions API"
+// (Completions, Embeddings), llama.cpp's "does not support embeddings".
+var unsupported = regexp.MustCompile(`(?i)does not support (thinking|tools|insert|vision|images|completions?|chat|generate|embeddings?)\b`)
 
 // Unsupported returns the capability an error message says the model
 // lacks ("thinking", "tools", "insert", ...), "" when it says none.
@@ -195,15 +197,16 @@ func Unsupported(msg string) string {
 	if m == nil {
 		return ""
 	}
-	switch m[1] {
+	switch what := strings.ToLower(m[1]); what {
 	case "images":
 		return "vision"
 	case "embeddings":
 		return "embedding"
-	case "chat", "generate":
+	case "chat", "generate", "completions":
 		return "completion"
+	default:
+		return what
 	}
-	return m[1]
 }
 
 // ErrorMessage extracts the human message from an error body in any of the

@@ -2,6 +2,7 @@
 // deterministic answers, raw HTTP requests and official clients wired to a
 // server.
 
+import assert from 'node:assert/strict';
 import http from 'node:http';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
@@ -60,6 +61,20 @@ async function getJSON(url) {
 
 /** GET /switchyard/v1/status. */
 export const status = (server) => getJSON(`${server.url}/switchyard/v1/status`);
+
+// The demo fleet (backend/simfleet: DemoMembers).
+export const PRIMARY = 'qwen3-8b'; // default_model of the demo fleet, priority 1: Ollama
+export const SECONDARY = 'llama3.2-3b'; // priority 2, where a failed primary falls back to: an older Ollama without tool-call ids
+export const DEMO_IDS = ['qwen3-8b', 'llama3.2-3b', 'qwen3-32b-vllm', 'mistral-7b-llamacpp'];
+
+/** Upstream model names by candidate id, and the two first choices, from the status endpoint. */
+export async function fleetOf(server) {
+  const st = await status(server);
+  const models = Object.fromEntries(st.candidates.map((c) => [c.id, c.model]));
+  for (const id of DEMO_IDS) assert.ok(models[id], `status lists candidate ${id}: ${JSON.stringify(models)}`);
+  assert.equal(st.default_model, PRIMARY);
+  return { models, deep: st.deep_thinking_model, status: st };
+}
 
 /** The status entry of one candidate. */
 export async function candidateStatus(server, id) {
@@ -139,6 +154,22 @@ export const answerOf = (id, model, n = ANSWER_TOKENS) => script(`${id} here (${
 
 /** The reasoning text of candidate id for its upstream (thinking) model name. */
 export const thinkingOf = (id, model) => script(`${id} thinking (${model}):`, THINKING_TEXT, Math.max(1, ANSWER_TOKENS / 2));
+
+/** The text candidate id inserts for a generate request with a suffix (simfleet: Server.Infill). */
+export const infillOf = (id, model, n = ANSWER_TOKENS) => script(`${id} fills in (${model}):`, ANSWER_TEXT, n);
+
+/**
+ * The lead of candidate id's answer to a chat whose last message is a tool
+ * result (simfleet: Server.ToolAnswer): the lead, then the result verbatim.
+ */
+export const toolAnswerLead = (id, model) => `${id} here (${model}): The tool returned: `;
+
+/**
+ * The string simfleet puts in a JSON-schema string property named name of
+ * a tool call's arguments or a structured answer from candidate id
+ * (simfleet: instance).
+ */
+export const sampleOf = (name, id) => `sample ${name} (${id})`;
 
 /**
  * A raw HTTP/1.1 request with full control of the headers (Host, Origin).

@@ -211,6 +211,8 @@ export interface components {
             /** Format: int64 */
             deadline_ms: number;
             demoted: boolean;
+            embed_only: boolean;
+            embeds: boolean;
             enabled: boolean;
             id: string;
             in_flight: number;
@@ -384,6 +386,7 @@ export interface components {
             history: components["schemas"]["History"];
             host: components["schemas"]["Host"];
             listen: string;
+            listen_taken: string;
             version: string;
         };
         TTFT: {

@@ -59,6 +59,8 @@ function cand(id: string, p: Partial<CandidateStatus> = {}): CandidateStatus {
     priority: 1,
     enabled: true,
     supports_thinking: true,
+    embeds: false,
+    embed_only: false,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '' },
     busy_ms: 0,
     loading: false,
@@ -203,7 +205,7 @@ describe('activity feed', () => {
 });
 
 describe('modelOptions', () => {
-  it('lists auto, enabled candidates with their state, then extra served ids', () => {
+  it('lists auto, enabled chat candidates with their state, then extra served ids', () => {
     const status = {
       default_model: 'a',
       deep_thinking_model: 'b',
@@ -212,9 +214,10 @@ describe('modelOptions', () => {
         cand('b', { breaker: { state: 'open', failures: 2, remaining_ms: 1, probing: false, since: '' } }),
         cand('c', { enabled: false }),
         cand('d', { supports_thinking: false }),
+        cand('e', { embeds: true, embed_only: true }),
       ],
     } as unknown as Status;
-    expect(modelOptions(status, ['auto', 'a', 'alias'], false).map((o) => o.label)).toEqual([
+    expect(modelOptions(status, ['auto', 'a', 'e', 'alias'], false).map((o) => o.label)).toEqual([
       'auto — a first, then fallbacks',
       'a',
       'b (breaker open)',

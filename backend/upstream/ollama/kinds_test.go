@@ -1,6 +1,7 @@
 package ollama
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -169,4 +170,66 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%s: Check() = %v; want ok %v", tt.name, err, tt.ok)
 		}
 	}
+}
+
+// After Passthrough, a text line is handed over as Raw without being
+// decoded; the done line and errors are read as before.
+func TestPassthrough(t *testing.T) {
+	weird := `{"model":"qwen3:8b","message":{"role":"assistant","content":"\"done\":true \"error\""},"done":false}`
+	for _, tt := range []struct {
+		name    string
+		lines   []string
+		want    []fleet.Chunk
+		wantErr func(error) bool
+	}{
+		{"text, then done", []string{lineHi, weird, lineDone}, []fleet.Chunk{{}, {}, final("stop", usageDone)}, is(io.EOF)},
+		{"an error line", []string{lineHi, lineErr}, []fleet.Chunk{{}}, isEventError(runnerStopped)},
+		{"a broken line", []string{lineHi, `{"model":"x","done":false`}, []fleet.Chunk{{}}, isMalformed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, _ := newBackend(t)
+			srv := serve(t, ndjson(tt.lines...))
+			s, err := b.Open(t.Context(), candidate(srv.URL), userRequest())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.(fleet.Passthrougher).Passthrough()
+			got, err := drain(t, s, 5)
+			if !reflect.DeepEqual(got, tt.want) || !tt.wantErr(err) {
+				t.Errorf("chunks = %+v, %v\nwant %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// BenchmarkRecvPassthrough is one text line after commit for a caller of
+// Ollama's API: no allocation.
+func BenchmarkRecvPassthrough(b *testing.B) {
+	line := []byte(lineHi + "\n")
+	s := newStream(context.Background(), io.NopCloser(&loop{b: line}), maxLine)
+	s.Passthrough()
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Recv(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// loop repeats b forever.
+type loop struct {
+	b   []byte
+	off int
+}
+
+func (l *loop) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], l.b[l.off:])
+		n += c
+		l.off = (l.off + c) % len(l.b)
+	}
+	return n, nil
 }

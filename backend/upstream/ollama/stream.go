@@ -60,6 +60,28 @@ type stream struct {
 
 	closeOnce sync.Once
 	closed    atomic.Bool
+
+	// passthrough: the reader forwards Raw (fleet.Passthrougher), so a
+	// line that can hold nothing but text is not decoded.
+	passthrough bool
+}
+
+// Passthrough implements fleet.Passthrougher.
+func (s *stream) Passthrough() { s.passthrough = true }
+
+// The marks of a line that says more than text; a JSON string holds no
+// unescaped quote, so they can't stand inside a token's text.
+var (
+	markDone      = []byte(`"done"`)
+	markDoneFalse = []byte(`"done":false`)
+	markError     = []byte(`"error"`)
+)
+
+// plainLine reports whether b is a JSON line that is not the last (every
+// done is false) and holds no error: one a pass-through forwards without
+// decoding.
+func plainLine(b []byte) bool {
+	return bytes.Count(b, markDone) == bytes.Count(b, markDoneFalse) && !bytes.Contains(b, markError) && json.Valid(b)
 }
 
 // newStream reads NDJSON from body, allowing lines of up to maxLine bytes.
@@ -89,6 +111,9 @@ func (s *stream) Recv() (fleet.Chunk, error) {
 			continue
 		}
 		s.lines++
+		if s.passthrough && plainLine(b) {
+			return fleet.Chunk{Raw: b}, nil
+		}
 		c, err := s.decode(b)
 		if err != nil {
 			s.err = err

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -279,6 +280,68 @@ func TestCheck(t *testing.T) {
 	for _, tt := range tests {
 		if err := b.Check(c, &tt.req); (err == nil) != tt.ok {
 			t.Errorf("%s: Check() = %v; want ok %v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+// After Passthrough, a text event is handed over as Raw without being
+// decoded; the end, usage and errors are read as before.
+func TestPassthrough(t *testing.T) {
+	weird := `{"choices":[{"index":0,"delta":{"content":"\"finish_reason\":\"stop\" \"usage\" \"error\""},"finish_reason":null}],"model":"m"}`
+	spaced := `{"choices":[{"index":0,"delta":{},"finish_reason" : "length"}],"model":"m"}`
+	srv := serve(t, roleChunk+content("Hel")+ev(weird)+ev(spaced)+usageChunk+done)
+	s, err := newBackend(t).Open(t.Context(), candidate(srv), hello())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.(fleet.Passthrougher).Passthrough()
+	var got []fleet.Chunk
+	for {
+		c, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Raw) == 0 {
+			t.Errorf("chunk %d without Raw", len(got))
+		}
+		c.Raw = nil
+		got = append(got, c)
+	}
+	want := []fleet.Chunk{{}, {}, {}, {FinishReason: "length", Model: "m"}, usageOut}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("chunks = %+v\nwant %+v", got, want)
+	}
+	// A text event that is not JSON is still malformed.
+	srv = serve(t, roleChunk+ev(`{"choices":[{"delta":{"content":"x"}}`)+done)
+	s, _ = newBackend(t).Open(t.Context(), candidate(srv), hello())
+	defer s.Close()
+	s.(fleet.Passthrougher).Passthrough()
+	s.Recv()
+	if _, err := s.Recv(); !isMalformed(err) {
+		t.Errorf("broken event: %v; want malformed", err)
+	}
+}
+
+func isMalformed(err error) bool {
+	_, ok := err.(*fleet.MalformedError)
+	return ok
+}
+
+// BenchmarkRecvPassthrough is one content chunk after commit for a caller
+// of the same dialect: no allocation.
+func BenchmarkRecvPassthrough(b *testing.B) {
+	body := &loopReader{ev: []byte(chunk(`"delta":{"content":" token"},"finish_reason":null`))}
+	s := newStream(context.Background(), func() {}, io.NopCloser(body), maxLine)
+	s.Passthrough()
+	b.SetBytes(int64(len(body.ev)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Recv(); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -50,7 +50,7 @@ var (
 
 	roleOut  = fleet.Chunk{Role: "assistant", Model: "m"}
 	stopOut  = fleet.Chunk{FinishReason: "stop", Model: "m"}
-	usageOut = fleet.Chunk{Usage: &fleet.Usage{PromptTokens: 5, CompletionTokens: 3}, Model: "m"}
+	usageOut = fleet.Chunk{Usage: &fleet.Usage{PromptTokens: 5, CompletionTokens: 3}, Model: "m", UsageOnly: true}
 )
 
 func text(s string) fleet.Chunk { return fleet.Chunk{Content: s, Model: "m"} }

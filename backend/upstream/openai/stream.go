@@ -50,7 +50,13 @@ type stream struct {
 	dec      chunkJSON
 	modelRaw []byte // last model value as sent, to reuse model below
 	model    string
+	// passthrough: the reader forwards Raw (fleet.Passthrougher), so an
+	// event that can hold nothing but text is not decoded.
+	passthrough bool
 }
+
+// Passthrough implements fleet.Passthrougher.
+func (s *stream) Passthrough() { s.passthrough = true }
 
 // eventFeed hands one event's data at a time to the stream's json.Decoder.
 // Decoding every chunk with the same Decoder reuses its buffer, scanner
@@ -105,12 +111,33 @@ func (s *stream) Recv() (fleet.Chunk, error) {
 		s.err = io.EOF
 		return fleet.Chunk{}, s.err
 	}
+	if s.passthrough && plainEvent(ev.data) {
+		return fleet.Chunk{Raw: ev.data}, nil
+	}
 	c, err := s.decode(ev.data)
 	if err != nil {
 		s.err = err
 		return fleet.Chunk{}, err
 	}
 	return c, nil
+}
+
+// The marks of an event that says more than text. A JSON string holds
+// no unescaped quote, so none of them can stand inside a token's text.
+var (
+	markFinish     = []byte(`"finish_reason"`)
+	markFinishNull = []byte(`"finish_reason":null`)
+	markUsage      = []byte(`"usage"`)
+	markError      = []byte(`"error"`)
+)
+
+// plainEvent reports whether data is a JSON value without a finish reason
+// (every one null), usage or error: one that a pass-through forwards
+// without decoding. Anything else, however it is spaced, takes the full
+// decode.
+func plainEvent(data []byte) bool {
+	return bytes.Count(data, markFinish) == bytes.Count(data, markFinishNull) &&
+		!bytes.Contains(data, markUsage) && !bytes.Contains(data, markError) && json.Valid(data)
 }
 
 // endError says what the end of the body means.
@@ -225,6 +252,7 @@ func (s *stream) decode(data []byte) (fleet.Chunk, error) {
 		c.Usage = &fleet.Usage{PromptTokens: d.Usage.PromptTokens, CompletionTokens: d.Usage.CompletionTokens}
 	}
 	if len(d.Choices) == 0 {
+		c.UsageOnly = c.Usage != nil
 		return c, nil // usage-only: choices [], null or missing
 	}
 	ch := &d.Choices[0]

@@ -1,12 +1,16 @@
 import type { Status } from '../types';
 import type { ModelOption } from './Composer';
 
-/** modelOptions lists auto, then every candidate, then any other model id the server offers. */
+/**
+ * modelOptions lists auto, then every candidate that chats, then any other
+ * model id the server offers. Embedding models are not offered to chat.
+ */
 export function modelOptions(status: Status | null, served: string[], thinking: boolean): ModelOption[] {
   const first = thinking && status?.deep_thinking_model ? status.deep_thinking_model : status?.default_model;
   const out: ModelOption[] = [{ id: 'auto', label: first ? `auto — ${first} first, then fallbacks` : 'auto' }];
   const seen = new Set(['auto']);
   for (const c of status?.candidates ?? []) {
+    if (c.embed_only) seen.add(c.id);
     if (!c.enabled || seen.has(c.id)) continue;
     seen.add(c.id);
     const notes: string[] = [];

@@ -45,6 +45,11 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) 
         {isDefault && <Badge tone="accent">default</Badge>}
         {isDeep && <Badge tone="accent">deep thinking</Badge>}
         {c.supports_thinking && <Badge tone="muted">thinking</Badge>}
+        {c.embeds && (
+          <Badge tone="muted" title={c.embed_only ? 'Makes embeddings only: chats skip it' : 'Makes embeddings too'}>
+            embeddings
+          </Badge>
+        )}
         {c.cold && (
           <Badge tone="info" title="Model not resident: its deadline includes the expected load time">
             cold

@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/router"
+)
+
+// rawBackend answers from memory with events that carry Raw, as the
+// adapters do, so that a benchmark measures the API's own cost.
+type rawBackend struct{ chunks []fleet.Chunk }
+
+type rawStream struct {
+	chunks []fleet.Chunk
+	i      int
+}
+
+func (b *rawBackend) Open(context.Context, fleet.Candidate, *fleet.Request) (fleet.Stream, error) {
+	return &rawStream{chunks: b.chunks}, nil
+}
+
+func (s *rawStream) Recv() (fleet.Chunk, error) {
+	if s.i == len(s.chunks) {
+		return fleet.Chunk{}, io.EOF
+	}
+	s.i++
+	return s.chunks[s.i-1], nil
+}
+
+func (s *rawStream) Close() error { return nil }
+func (s *rawStream) Passthrough() {}
+
+// discard is a ResponseWriter that keeps nothing and can flush.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discard) WriteHeader(int)             {}
+func (d *discard) Flush()                      {}
+
+// SetWriteDeadline stands for the real connection's: the chunk writer
+// extends the deadline per chunk.
+func (d *discard) SetWriteDeadline(time.Time) error { return nil }
+
+// BenchmarkSameDialectStream is the API's cost of one streamed request
+// whose caller and upstream speak the same dialect, with n chunks: the
+// per-chunk cost is the slope between the sizes, and allocs/op must not
+// grow with n (no allocation per committed chunk).
+func BenchmarkSameDialectStream(b *testing.B) {
+	for _, proto := range []struct {
+		name, path, body string
+		provider         fleet.Provider
+		event            string
+	}{
+		{"openai", "/v1/chat/completions", `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`, fleet.ProviderOpenAI,
+			`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}`},
+		{"ollama", "/api/chat", `{"model":"a","messages":[{"role":"user","content":"hi"}]}`, fleet.ProviderOllama,
+			`{"model":"m","created_at":"2026-11-30T20:00:00Z","message":{"role":"assistant","content":" tok"},"done":false}`},
+	} {
+		for _, n := range []int{1, 100} {
+			b.Run(proto.name+"/chunks="+strconv.Itoa(n), func(b *testing.B) {
+				chunks := []fleet.Chunk{{Role: "assistant", Content: "x", Raw: []byte(proto.event)}}
+				for range n {
+					chunks = append(chunks, fleet.Chunk{Raw: []byte(proto.event)})
+				}
+				chunks = append(chunks, fleet.Chunk{FinishReason: "stop", Raw: []byte(proto.event)})
+				r := router.New(router.Fleet{Targets: []router.Target{{Candidate: fleet.Candidate{ID: "a", Provider: proto.provider, Enabled: true},
+					Backend: &rawBackend{chunks: chunks}}}, DefaultModel: "a"}, router.Deps{NewID: func() string { return "id" }})
+				s := New(Options{Router: r, Listen: "127.0.0.1:8484"})
+				req, _ := http.NewRequest(http.MethodPost, proto.path, nil)
+				req.Host = "127.0.0.1:8484"
+				w := &discard{h: http.Header{}}
+				b.ReportAllocs()
+				for b.Loop() {
+					req.Body = io.NopCloser(strings.NewReader(proto.body))
+					clear(w.h)
+					s.ServeHTTP(w, req)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n+2), "ns/chunk")
+			})
+		}
+	}
+}
