@@ -1,9 +1,13 @@
 # Switchyard's build. `make run` and `make test` are the two commands the
 # README gives; each installs what a fresh Debian 12 machine with Go 1.26
-# lacks (apt packages, npm packages, Go modules) before it does its work.
+# lacks (apt packages, Node.js, npm packages, Go modules) before it does its
+# work, and builds only what changed.
 
 SHELL := /bin/bash
+# The headless binary (serve, demo, check, experiment, bench), and the same
+# with the Wails window.
 BIN := build/bin/switchyard
+DESKTOP_BIN := build/bin/switchyard-desktop
 
 # The real model servers the integration tests run against
 # (backend/realserver): CI and a checkout beside ../shared have them.
@@ -11,17 +15,43 @@ export SWITCHYARD_REALSERVERS ?= $(if $(wildcard ../shared/realservers/ollama-cp
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
+# go-nvml's cgo preamble calls functions NVML marks deprecated: a wall of
+# compiler warnings that say nothing about Switchyard. Every go command of
+# this file builds without them.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+
+# Node.js: the frontend's Vite needs 20.19+ or 22.12+. The machine's node is
+# used when it is recent enough; else Node 24 from the npm registry's `node`
+# package is installed under .tools/node (with Debian's nodejs and npm to
+# fetch it, when the machine has no npm at all) and put first on PATH. The
+# end-to-end tests bring their own Node 24 (e2e/package.json).
+NODE_VERSION := 24.21.0
+NODE_OK ?= $(shell node -e 'const [a,b]=process.versions.node.split(".").map(Number);process.exit(a>22||(a===22&&b>=12)||(a===20&&b>=19)?0:1)' 2>/dev/null && echo yes)
+ifeq ($(NODE_OK),yes)
+NODE_DEP :=
+else
+NODE_DEP := .tools/node/node_modules/.bin/node
+export PATH := $(CURDIR)/.tools/node/node_modules/.bin:$(PATH)
+endif
+
 # Debian packages: the desktop window needs GTK and WebKitGTK headers;
 # the browser and window tests need Chromium and Xvfb.
 DESKTOP_PKGS := libgtk-3-dev libwebkit2gtk-4.0-dev pkg-config gcc
 TEST_PKGS := chromium xvfb xauth x11-utils imagemagick curl
+
+# What the binaries are built from: a change to any of these rebuilds them,
+# nothing else does.
+GO_SRC := $(shell find . -path ./frontend -prune -o -path ./e2e -prune -o -path ./.tools -prune -o -path ./build -prune -o -path ./.git -prune -o -path ./test-artifacts -prune -o \
+	-type f \( -name '*.go' -o -name '*.sql' -o -name '*.yaml' -o -name '*.json' \) -print) go.mod go.sum
+UI_SRC := $(shell find frontend/src frontend/public -type f 2>/dev/null) $(wildcard frontend/index.html frontend/vite.config.* frontend/tsconfig*.json frontend/package.json)
+UI := frontend/dist/index.html
 
 .PHONY: run serve test test-go test-frontend test-node test-browser test-window build build-desktop frontend deps-desktop deps-test node-deps clean bench experiment
 
 # run: the desktop app when there is a display, else `switchyard serve`.
 run:
 	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
-		$(MAKE) --no-print-directory build-desktop && exec ./$(BIN); \
+		$(MAKE) --no-print-directory build-desktop && exec ./$(DESKTOP_BIN); \
 	else \
 		echo "No display found: running the headless server (switchyard serve)."; \
 		$(MAKE) --no-print-directory build && exec ./$(BIN) serve; \
@@ -45,34 +75,59 @@ deps-desktop:
 deps-test:
 	$(call apt_install,$(TEST_PKGS) $(DESKTOP_PKGS))
 
-frontend/node_modules/.package-lock.json: frontend/package-lock.json
-	cd frontend && npm ci --no-audit --no-fund
+.tools/node/node_modules/.bin/node:
+	@command -v npm >/dev/null || { echo "No npm on this machine: installing Debian's nodejs and npm to fetch Node $(NODE_VERSION)."; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
+	@echo "Node.js $$(node --version 2>/dev/null || echo none) is older than the frontend needs: installing Node $(NODE_VERSION) under .tools/node."
+	npm install --prefix .tools/node --no-save --no-audit --no-fund --loglevel=error node@$(NODE_VERSION) npm@11
 	@touch $@
 
-e2e/node_modules/.package-lock.json: e2e/package-lock.json
-	cd e2e && npm ci --no-audit --no-fund
+frontend/node_modules/.package-lock.json: frontend/package-lock.json $(NODE_DEP)
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+e2e/node_modules/.package-lock.json: e2e/package-lock.json $(NODE_DEP)
+	cd e2e && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 node-deps: frontend/node_modules/.package-lock.json e2e/node_modules/.package-lock.json
 
-frontend: frontend/node_modules/.package-lock.json
+$(UI): frontend/node_modules/.package-lock.json $(UI_SRC)
 	cd frontend && npm run build
+	@touch $@
 
-# build: the headless binary (serve, demo, experiment, check, bench).
-build: frontend
+frontend: $(UI)
+
+$(BIN): $(UI) $(GO_SRC)
 	$(GO) build -o $(BIN) .
 
-# build-desktop: the same binary with the Wails window (needs GTK/WebKit).
-build-desktop: deps-desktop frontend
-	CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" $(GO) build -tags desktop,production -ldflags "-w -s" -o $(BIN) .
+$(DESKTOP_BIN): $(UI) $(GO_SRC)
+	$(GO) build -tags desktop,production -ldflags "-w -s" -o $(DESKTOP_BIN) .
 
-# test: everything CI runs. Go unit, integration, load and crash tests
-# under the race detector; the official npm clients and the libraries
-# built on them (AI SDK, LangChain) against a live server;
-# the UI in Debian's Chromium; the desktop window under Xvfb.
-test: deps-test node-deps frontend
+# build: the headless binary (serve, demo, experiment, check, bench).
+build: $(BIN)
+
+# build-desktop: the binary with the Wails window (needs GTK/WebKit).
+build-desktop: deps-desktop $(DESKTOP_BIN)
+
+# test: everything CI runs, every stage even when one fails, with the
+# failures listed at the end: go vet; Go unit, integration, load and crash
+# tests under the race detector (real llama-server and Ollama included);
+# the frontend's unit tests; the official npm clients and the libraries
+# built on them (AI SDK, LangChain) against a live server; the UI in
+# Debian's Chromium; the desktop window under Xvfb.
+TEST_STAGES := test-vet test-go test-frontend test-node test-browser test-window
+test: deps-test node-deps $(UI)
+	@failed=""; for stage in $(TEST_STAGES); do \
+		echo "=== make $$stage"; start=$$(date +%s); \
+		if $(MAKE) --no-print-directory $$stage; then echo "=== make $$stage: ok ($$(( $$(date +%s) - start )) s)"; \
+		else echo "=== make $$stage: FAILED ($$(( $$(date +%s) - start )) s)"; failed="$$failed $$stage"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: failed:$$failed"; exit 1; fi; \
+	echo "make test: every stage passed"
+
+test-vet:
 	$(GO) vet ./...
-	$(MAKE) --no-print-directory test-go test-frontend test-node test-browser test-window
 
 test-go:
 	$(GO) test -race -count=1 ./...
@@ -104,4 +159,4 @@ bench: build
 	./$(BIN) bench --markdown docs/BENCHMARKS.md --profile build/bench
 
 clean:
-	rm -rf build/bin frontend/dist/assets frontend/dist/index.html
+	rm -rf build/bin build/bench frontend/dist/assets frontend/dist/index.html .tools

@@ -137,6 +137,10 @@ func hasDisplay() bool {
 // desktop runs the desktop app: the router and API in-process, and the UI
 // in a Wails window; closing the window stops both cleanly.
 func desktop(stderr io.Writer) int {
+	if !hasWindow {
+		fmt.Fprintln(stderr, "switchyard: this is the headless build, without the window: run `make run` for the desktop app, or `switchyard serve` for the same UI at http://127.0.0.1:8484/")
+		return exitUsage
+	}
 	if !hasDisplay() {
 		fmt.Fprintln(stderr, "switchyard: no display found (DISPLAY and WAYLAND_DISPLAY are unset).\n"+
 			"Run `switchyard serve` for the headless router with the same UI at http://127.0.0.1:8484/")

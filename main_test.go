@@ -37,6 +37,8 @@ func TestCommandLine(t *testing.T) {
 		errOneLine bool
 	}{
 		{name: "version", args: []string{"version"}, wantCode: exitOK, wantOut: "switchyard 0."},
+		{name: "no command in the headless build says how to get the window", args: nil, wantCode: exitUsage,
+			wantErr: "this is the headless build, without the window: run `make run`", errOneLine: true},
 		{name: "help", args: []string{"help"}, wantCode: exitOK, wantOut: "switchyard serve"},
 		{name: "unknown command", args: []string{"frobnicate"}, wantCode: exitUsage, wantErr: `unknown command "frobnicate"`},
 		{name: "serve with a bad flag", args: []string{"serve", "--nope"}, wantCode: exitUsage, wantErr: "flag provided but not defined", errOneLine: true},

@@ -5,7 +5,7 @@
 # answers, take a screenshot of the chat screen, check it is not blank,
 # then stop the app with SIGTERM and require a clean exit.
 set -euo pipefail
-bin=${1:-build/bin/switchyard}
+bin=${1:-build/bin/switchyard-desktop}
 art=${ARTIFACTS:-test-artifacts}
 mkdir -p "$art"
 tmp=$(mktemp -d)

@@ -23,34 +23,34 @@ func TestCandidateFleet(t *testing.T) {
 	}{
 		{
 			name:   "key from env, remote",
-			c:      Candidate{ID: "v", Provider: fleet.ProviderOpenAI, URL: "http://192.168.1.20:8000/v1", Model: "m", Priority: 2, Enabled: true, SupportsThinking: true, GPUs: []int{1}, APIKeyEnv: "VLLM_KEY"},
+			c:      Candidate{ID: "v", Provider: fleet.ProviderOpenAI, URL: "http://192.0.2.20:8000/v1", Model: "m", Priority: 2, Enabled: true, SupportsThinking: true, GPUs: []int{1}, APIKeyEnv: "VLLM_KEY"},
 			getenv: getenv,
-			want:   fleet.Candidate{ID: "v", Provider: fleet.ProviderOpenAI, URL: "http://192.168.1.20:8000/v1", Model: "m", Priority: 2, Enabled: true, SupportsThinking: true, GPUs: []int{1}, APIKey: "sk-123"},
+			want:   fleet.Candidate{ID: "v", Provider: fleet.ProviderOpenAI, URL: "http://192.0.2.20:8000/v1", Model: "m", Priority: 2, Enabled: true, SupportsThinking: true, GPUs: []int{1}, APIKey: "sk-123"},
 		},
 		{
 			name:   "unset env var gives no key",
-			c:      Candidate{ID: "v", URL: "http://h:1", APIKeyEnv: "MISSING"},
+			c:      Candidate{ID: "v", URL: "http://h.invalid:1", APIKeyEnv: "MISSING"},
 			getenv: getenv,
-			want:   fleet.Candidate{ID: "v", URL: "http://h:1"},
+			want:   fleet.Candidate{ID: "v", URL: "http://h.invalid:1"},
 		},
 		{
 			name:   "nil getenv gives no key",
-			c:      Candidate{ID: "v", URL: "http://h:1", APIKeyEnv: "VLLM_KEY"},
+			c:      Candidate{ID: "v", URL: "http://h.invalid:1", APIKeyEnv: "VLLM_KEY"},
 			getenv: nil,
-			want:   fleet.Candidate{ID: "v", URL: "http://h:1"},
+			want:   fleet.Candidate{ID: "v", URL: "http://h.invalid:1"},
 		},
 		{
 			name:   "no api_key_env never calls getenv",
-			c:      Candidate{ID: "v", URL: "http://h:1"},
+			c:      Candidate{ID: "v", URL: "http://h.invalid:1"},
 			getenv: func(string) string { panic("getenv called") },
-			want:   fleet.Candidate{ID: "v", URL: "http://h:1"},
+			want:   fleet.Candidate{ID: "v", URL: "http://h.invalid:1"},
 		},
 		{"127.0.0.1 is local", Candidate{URL: "http://127.0.0.1:11434"}, nil, fleet.Candidate{URL: "http://127.0.0.1:11434", Local: true}},
 		{"127.0.0.0/8 is local", Candidate{URL: "http://127.1.2.3:8000/v1"}, nil, fleet.Candidate{URL: "http://127.1.2.3:8000/v1", Local: true}},
 		{"::1 is local", Candidate{URL: "http://[::1]:8080/v1"}, nil, fleet.Candidate{URL: "http://[::1]:8080/v1", Local: true}},
 		{"localhost is local", Candidate{URL: "https://LocalHost:1234/v1"}, nil, fleet.Candidate{URL: "https://LocalHost:1234/v1", Local: true}},
-		{"LAN is not local", Candidate{URL: "http://10.0.0.2:11434"}, nil, fleet.Candidate{URL: "http://10.0.0.2:11434"}},
-		{"name is not local", Candidate{URL: "http://gpu-box:11434"}, nil, fleet.Candidate{URL: "http://gpu-box:11434"}},
+		{"LAN is not local", Candidate{URL: "http://198.51.100.2:11434"}, nil, fleet.Candidate{URL: "http://198.51.100.2:11434"}},
+		{"name is not local", Candidate{URL: "http://gpu-box.invalid:11434"}, nil, fleet.Candidate{URL: "http://gpu-box.invalid:11434"}},
 		{"localhost.example is not local", Candidate{URL: "http://localhost.example"}, nil, fleet.Candidate{URL: "http://localhost.example"}},
 		{"empty gpus stay empty", Candidate{GPUs: []int{}}, nil, fleet.Candidate{GPUs: []int{}}},
 	}
@@ -74,7 +74,7 @@ func TestCandidateFleet(t *testing.T) {
 func TestConfigCandidates(t *testing.T) {
 	cfg, err := Parse([]byte(candidateYAML + `    - id: b
       provider: openai
-      url: http://gpu-box:8000/v1
+      url: http://gpu-box.invalid:8000/v1
       model: m
       enabled: false
       api_key_env: B_KEY
@@ -85,7 +85,7 @@ func TestConfigCandidates(t *testing.T) {
 	got := cfg.Candidates(func(k string) string { return "key-of-" + k })
 	want := []fleet.Candidate{
 		{ID: "a", Provider: fleet.ProviderOllama, URL: "http://127.0.0.1:11434", Model: "m", Enabled: true, Local: true},
-		{ID: "b", Provider: fleet.ProviderOpenAI, URL: "http://gpu-box:8000/v1", Model: "m", APIKey: "key-of-B_KEY"},
+		{ID: "b", Provider: fleet.ProviderOpenAI, URL: "http://gpu-box.invalid:8000/v1", Model: "m", APIKey: "key-of-B_KEY"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Candidates() = %+v; want %+v", got, want)
@@ -107,8 +107,8 @@ func TestIsLoopback(t *testing.T) {
 		{"0.0.0.0:8484", false},
 		{":8484", false},
 		{"[::]:8484", false},
-		{"192.168.1.5:8484", false},
-		{"example.com:80", false},
+		{"192.0.2.5:8484", false},
+		{"example.invalid:80", false},
 		{"", false},
 	}
 	for _, tt := range tests {

@@ -42,7 +42,7 @@ func full() Config {
 				Priority: -1, Enabled: true, SupportsThinking: true, GPUs: []int{1, 0},
 				APIKeyEnv: "OLLAMA_KEY", LoadTime: 45 * time.Second, Size: 5_200_000_000, Parallel: 4,
 			}, {
-				ID: "123", Provider: fleet.ProviderOpenAI, URL: "https://gpu-box:8000/v1", Model: "a, [b]: c\nd",
+				ID: "123", Provider: fleet.ProviderOpenAI, URL: "https://gpu-box.invalid:8000/v1", Model: "a, [b]: c\nd",
 				Priority: 2, GPUs: []int{},
 			}, {
 				ID: "null", Provider: fleet.ProviderOpenAI, URL: "http://[::1]:8080/v1", Model: "~",
@@ -216,7 +216,7 @@ func FuzzRender(f *testing.F) {
 	}
 	f.Add([]byte(Render(full())))
 	f.Add([]byte(candidateYAML + "      gpus: []\n      size: 1.5GiB\n      load_time: 1m1ms\n      model: \"a\\tb\"\n"))
-	f.Add([]byte("allowed_origins: ['http://a:1']\nhistory: {path: \"#x\"}\nselection: {ttft_multiplier: 1e3}\n"))
+	f.Add([]byte("allowed_origins: ['http://a.invalid:1']\nhistory: {path: \"#x\"}\nselection: {ttft_multiplier: 1e3}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data)
 		if err != nil {

@@ -332,12 +332,12 @@ func TestSetSecurityAppliesAtOnce(t *testing.T) {
 func TestOwnOriginOnALANBind(t *testing.T) {
 	s, _ := newTestServer(t, Options{Listen: "0.0.0.0:8484", APIKey: "k"})
 	w := do(s, "POST", "/v1/chat/completions", chatBody, map[string]string{
-		"Host": "192.168.1.5:8484", "Origin": "http://192.168.1.5:8484", "Authorization": "Bearer k"})
+		"Host": "192.0.2.5:8484", "Origin": "http://192.0.2.5:8484", "Authorization": "Bearer k"})
 	if w.Code != 200 {
 		t.Errorf("the UI served on the LAN address calling its own API: %d %s", w.Code, w.Body.String())
 	}
 	w = do(s, "POST", "/v1/chat/completions", chatBody, map[string]string{
-		"Host": "192.168.1.5:8484", "Origin": "http://evil.example", "Authorization": "Bearer k"})
+		"Host": "192.0.2.5:8484", "Origin": "http://evil.example", "Authorization": "Bearer k"})
 	if w.Code != 403 {
 		t.Errorf("a foreign origin on a LAN bind: %d; want 403", w.Code)
 	}

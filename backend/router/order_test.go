@@ -133,7 +133,7 @@ func TestUpdateKeepsBreakersOfUnchangedCandidates(t *testing.T) {
 		tk, _ = r.Breaker("b").Allow()
 		r.Breaker("b").Done(tk, breaker.Failure, "x")
 	}
-	fl.Targets[1].Candidate.URL = "http://elsewhere" // b changed
+	fl.Targets[1].Candidate.URL = "http://elsewhere.invalid" // b changed
 	fl.Targets = append(fl.Targets, Target{Candidate: fleet.Candidate{ID: "d", Enabled: true}, Backend: f})
 	r.Update(fl)
 	if st := r.Breaker("a").Snapshot().State; st != fleet.BreakerOpen {

@@ -289,9 +289,9 @@ func (g generator) text(n node, name string, i int) string {
 	case "time":
 		s = "03:04:05Z"
 	case "email":
-		s = "sample@example.com"
+		s = "sample@example.invalid"
 	case "uri", "url":
-		s = "https://example.com/sample"
+		s = "https://example.invalid/sample"
 	case "uuid":
 		s = "123e4567-e89b-42d3-a456-426614174000"
 	case "ipv4":
@@ -299,7 +299,7 @@ func (g generator) text(n node, name string, i int) string {
 	case "ipv6":
 		s = "2001:db8::1"
 	case "hostname":
-		s = "example.com"
+		s = "example.invalid"
 	}
 	if n.MaxLength != nil && utf8.RuneCountInString(s) > *n.MaxLength {
 		s = string([]rune(s)[:max(0, *n.MaxLength)])

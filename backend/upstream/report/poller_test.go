@@ -492,7 +492,7 @@ func TestPollerRun(t *testing.T) {
 			mu.Lock()
 			hits[r.Host] = append(hits[r.Host], time.Since(start))
 			mu.Unlock()
-			if r.Host == "bad:8000" {
+			if r.Host == "bad.invalid:8000" {
 				http.Error(w, "boom", http.StatusInternalServerError)
 				return
 			}
@@ -502,7 +502,7 @@ func TestPollerRun(t *testing.T) {
 		p := NewPoller(nil, PollerSettings{})
 		p.client = func(string) *http.Client { return &http.Client{Transport: handlerTransport{mux}} }
 		p.ps = ps.list
-		good, bad := openaiCand("good", "http://good:8000/v1", "m"), openaiCand("bad", "http://bad:8000/v1", "m")
+		good, bad := openaiCand("good", "http://good.invalid:8000/v1", "m"), openaiCand("bad", "http://bad.invalid:8000/v1", "m")
 		p.Update([]fleet.Candidate{good, bad})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
@@ -511,7 +511,7 @@ func TestPollerRun(t *testing.T) {
 		time.Sleep(31 * time.Second)
 		synctest.Wait()
 		mu.Lock()
-		gotGood, gotBad := slices.Clone(hits["good:8000"]), slices.Clone(hits["bad:8000"])
+		gotGood, gotBad := slices.Clone(hits["good.invalid:8000"]), slices.Clone(hits["bad.invalid:8000"])
 		mu.Unlock()
 		wantGood := []time.Duration{0, 5e9, 10e9, 15e9, 20e9, 25e9, 30e9}
 		wantBad := []time.Duration{0, 10e9, 30e9}
@@ -522,7 +522,7 @@ func TestPollerRun(t *testing.T) {
 			t.Errorf("failing server polled at %v; want %v", gotBad, wantBad)
 		}
 
-		o := fleet.Candidate{ID: "o", Provider: fleet.ProviderOllama, URL: "http://ollama:11434", Model: "qwen3:8b", Enabled: true}
+		o := fleet.Candidate{ID: "o", Provider: fleet.ProviderOllama, URL: "http://ollama.invalid:11434", Model: "qwen3:8b", Enabled: true}
 		p.Update([]fleet.Candidate{good, bad, o})
 		synctest.Wait()
 		if ps.calls != 1 {
@@ -540,8 +540,8 @@ func TestServerRoot(t *testing.T) {
 	tests := []struct{ base, want string }{
 		{"http://127.0.0.1:8000/v1", "http://127.0.0.1:8000"},
 		{"http://127.0.0.1:8000/v1/", "http://127.0.0.1:8000"},
-		{"http://gpu-box:8080", "http://gpu-box:8080"},
-		{"https://proxy.lan/vllm/v1?x=1", "https://proxy.lan/vllm"},
+		{"http://gpu-box.invalid:8080", "http://gpu-box.invalid:8080"},
+		{"https://proxy.invalid/vllm/v1?x=1", "https://proxy.invalid/vllm"},
 		{"http://[::1]:8000/v1", "http://[::1]:8000"},
 	}
 	for _, tt := range tests {

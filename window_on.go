@@ -1,0 +1,6 @@
+//go:build desktop
+
+package main
+
+// hasWindow: this binary was built with the Wails window (-tags desktop).
+const hasWindow = true
