@@ -45,9 +45,11 @@ func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discard) WriteHeader(int)             {}
 func (d *discard) Flush()                      {}
 
-// SetWriteDeadline stands for the real connection's: the chunk writer
-// extends the deadline per chunk.
+// SetWriteDeadline and SetReadDeadline stand for the real connection's:
+// the chunk writer extends the write deadline per chunk, the body reader
+// sets a read deadline.
 func (d *discard) SetWriteDeadline(time.Time) error { return nil }
+func (d *discard) SetReadDeadline(time.Time) error  { return nil }
 
 // BenchmarkSameDialectStream is the API's cost of one streamed request
 // whose caller and upstream speak the same dialect, with n chunks: the

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -63,10 +64,15 @@ func (s *Server) bodyError(err error) (int, error) {
 	return http.StatusBadRequest, fmt.Errorf("malformed JSON: %v", clipText(err.Error(), 200))
 }
 
+// blankBufs are blankRest's read buffers: a buffer handed to an io.Reader
+// escapes, and a new one per request would be an allocation per request.
+var blankBufs = sync.Pool{New: func() any { return new([4096]byte) }}
+
 // blankRest reads r to its end and reports whether it held only JSON white
 // space.
 func blankRest(r io.Reader) (bool, error) {
-	var buf [4096]byte
+	buf := blankBufs.Get().(*[4096]byte)
+	defer blankBufs.Put(buf)
 	blank := true
 	for {
 		n, err := r.Read(buf[:])
