@@ -24,6 +24,7 @@ same run. make bench regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
 	quick := fl.Bool("quick", false, "a short run (about a minute) instead of the full one (about three)")
 	jsonPath := fl.String("json", "", "also write the results as JSON to `FILE`")
 	mdPath := fl.String("markdown", "", "also write the results as a markdown document to `FILE` (docs/BENCHMARKS.md)")
+	only := fl.String("only", "", "run only these `SECTIONS`, comma-separated: "+strings.Join(bench.Sections(), ", "))
 	profileDir := fl.String("profile", "", "also profile the Switchyard path at concurrency 1, streamed and not: CPU and allocation profiles and their summary (summary.txt) in `DIR`, which the markdown includes")
 	if exit, ok := fl.parse(args); !ok {
 		return exit
@@ -37,6 +38,10 @@ same run. make bench regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
 	}
 	if *profileDir != "" {
 		o.Command += " --profile " + *profileDir
+	}
+	if *only != "" {
+		o.Only = strings.Split(*only, ",")
+		o.Command += " --only " + *only
 	}
 	o.Logf = log.New(stderr, "bench: ", log.Ltime).Printf
 

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,6 +130,9 @@ type Options struct {
 	TempDir string
 	// Logf reports progress, one line per step. Nil: silent.
 	Logf func(format string, args ...any)
+	// Only, when set, names the sections to run (see Sections); the
+	// others are left out of the report. Empty runs them all.
+	Only []string
 	// ProfileDir, when set, adds the profile section: its profiles and
 	// their summary (summary.txt) are written there, made if missing.
 	ProfileDir string
@@ -174,10 +178,42 @@ func machine() Machine {
 	return m
 }
 
+// section is one part of a run.
+type section struct {
+	name string
+	run  func(*bencher, context.Context) error
+}
+
+// sections are Run's sections, in the order they run; the profile follows
+// them when asked for.
+var sections = []section{
+	{"overhead", (*bencher).overhead},
+	{"failover", (*bencher).failover},
+	{"hang", (*bencher).hang},
+	{"breaker", (*bencher).breaker},
+	{"throughput", (*bencher).throughput},
+	{"memory", (*bencher).memory},
+	{"history", (*bencher).history},
+}
+
+// Sections returns the names of Run's sections, in the order they run.
+func Sections() []string {
+	names := make([]string, len(sections))
+	for i, s := range sections {
+		names[i] = s.name
+	}
+	return names
+}
+
 // Run measures every section in turn and returns the report. Sections that
 // the budget or ctx cut short are left out and Incomplete says so; an
 // error means a section could not run at all.
 func Run(ctx context.Context, o Options) (*Report, error) {
+	for _, name := range o.Only {
+		if !slices.Contains(Sections(), name) {
+			return nil, fmt.Errorf("no section %q; sections are %s", name, strings.Join(Sections(), ", "))
+		}
+	}
 	if o.TempDir == "" {
 		o.TempDir = os.TempDir()
 	}
@@ -190,30 +226,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep := &Report{Machine: machine(), Command: o.Command, Started: time.Now().UTC()}
 	start := time.Now()
 	b := &bencher{o: o, sz: sz, rep: rep}
-	type step struct {
-		name string
-		run  func(context.Context) error
-	}
-	steps := []step{
-		{"overhead", b.overhead},
-		{"failover", b.failover},
-		{"hang", b.hang},
-		{"breaker", b.breaker},
-		{"throughput", b.throughput},
-		{"memory", b.memory},
-		{"history", b.history},
-	}
+	steps := sections
 	if o.ProfileDir != "" {
-		steps = append(steps, step{"profile", b.profile})
+		steps = append(slices.Clip(steps), section{"profile", (*bencher).profile})
 	}
 	var err error
 	for _, s := range steps {
 		if ctx.Err() != nil {
 			break
 		}
+		if len(o.Only) > 0 && !slices.Contains(o.Only, s.name) && s.name != "profile" {
+			continue
+		}
 		t := time.Now()
 		o.Logf("%s...", s.name)
-		if err = s.run(ctx); err != nil {
+		if err = s.run(b, ctx); err != nil {
 			err = fmt.Errorf("%s: %w", s.name, err)
 			break
 		}

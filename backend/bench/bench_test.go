@@ -188,3 +188,17 @@ func TestTinyRun(t *testing.T) {
 		}
 	}
 }
+
+// Only runs the sections it names, and refuses a name that is none.
+func TestOnly(t *testing.T) {
+	rep, err := Run(t.Context(), Options{Sizes: Tiny(), TempDir: t.TempDir(), Only: []string{"history"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.History == nil || len(rep.History.Latency) == 0 || len(rep.Overhead) > 0 || rep.Memory != nil {
+		t.Errorf("Only history: history %v, %d overhead rows, memory %v; want the history alone", rep.History != nil, len(rep.Overhead), rep.Memory != nil)
+	}
+	if _, err := Run(t.Context(), Options{Sizes: Tiny(), TempDir: t.TempDir(), Only: []string{"histroy"}}); err == nil {
+		t.Error("Only histroy: no error; want one naming the sections")
+	}
+}

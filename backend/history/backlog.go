@@ -53,7 +53,7 @@ func (s *Store) Health() Health {
 }
 
 // failing reports whether writes are failing: new records join the
-// backlog. Writer only.
+// backlog. Writer lock only.
 func (s *Store) failing() bool { return len(s.backlog)+len(s.evBacklog) > 0 }
 
 // fail notes a failed write: the first of a run is logged at once, later
@@ -87,16 +87,15 @@ func (s *Store) lastErr() error {
 
 // keep puts records and breaker changes that could not be written in the
 // backlog, and tells each waiting Record that its record is not durable
-// yet. Writer only.
-func (s *Store) keep(recs []pending, evs []fleet.BreakerChange) {
+// yet. Writer lock only.
+func (s *Store) keep(recs []*pending, evs []fleet.BreakerChange) {
 	err := fmt.Errorf("%w: %w", ErrNotDurable, s.lastErr())
 	for _, p := range recs {
-		p.done <- err
-		p.done = nil
+		p.done <- err // the backlog never reports again
 		s.backlog = append(s.backlog, p)
 	}
 	s.evBacklog = append(s.evBacklog, evs...)
-	var lost int
+	lost := 0
 	if over := len(s.backlog) - s.maxBacklog; over > 0 {
 		s.backlog = append(s.backlog[:0], s.backlog[over:]...)
 		lost = over
@@ -111,55 +110,70 @@ func (s *Store) keep(recs []pending, evs []fleet.BreakerChange) {
 	s.healthMu.Unlock()
 }
 
-// flush writes the backlog, oldest first, in batches, and reports whether
-// it is empty now. A record the database refuses (not for want of space or
-// a sound file) is lost and counted. Writer only.
-func (s *Store) flush() bool {
-	written := 0
-	for s.failing() {
-		n, m := min(len(s.backlog), s.batchSize), min(len(s.evBacklog), s.batchSize)
-		err := s.commit(s.backlog[:n], s.evBacklog[:m])
-		if storageError(err) {
-			s.fail(err)
-			s.pauses++
-			return false
-		}
-		if err != nil {
-			// One record of the batch is refused: write them one by one.
-			for _, p := range s.backlog[:n] {
-				if err := s.commit([]pending{p}, nil); storageError(err) {
-					s.fail(err)
-					return false
-				} else if err != nil {
-					s.logf("history: lost request %s: %v", p.id, err)
-					s.healthMu.Lock()
-					s.health.Lost++
-					s.healthMu.Unlock()
-				}
-			}
-			if m > 0 {
-				if err := s.commit(nil, s.evBacklog[:m]); storageError(err) {
-					s.fail(err)
-					return false
-				}
-			}
-		}
-		clear(s.backlog[:n])
-		s.backlog = s.backlog[n:]
-		s.evBacklog = s.evBacklog[m:]
-		written += n
-		s.healthMu.Lock()
-		s.health.Pending = len(s.backlog)
-		s.healthMu.Unlock()
+// armRetry makes the writer try again after a pause, unless it will
+// already. Writer lock only.
+func (s *Store) armRetry() {
+	if !s.retryArmed {
+		s.retryArmed = true
+		s.retry.Reset(s.pause())
 	}
-	s.backlog, s.evBacklog, s.pauses = nil, nil, 0
+}
+
+// retryWrites writes the backlog and moves the inbox; when both worked the
+// history is healthy again, else it tries again after a longer pause.
+// Writer lock only.
+func (s *Store) retryWrites() {
+	s.retryArmed = false
+	if !s.flush() {
+		s.pauses++
+		s.armRetry()
+		return
+	}
+	if err := s.moveAll(); err != nil {
+		s.fail(err)
+		s.pauses++
+		s.armRetry()
+		return
+	}
+	s.checkpoint()
+	s.pauses = 0
 	s.healthMu.Lock()
 	was := s.health.Err
 	s.health.Err, s.health.Since = nil, time.Time{}
 	s.healthMu.Unlock()
 	if was != nil {
-		s.logf("history: writing %s again; %d records that waited are written", s.path, written)
+		s.logf("history: writing %s again; %d records that waited are written", s.path, s.flushed)
 	}
+	s.flushed = 0
+}
+
+// flush writes the backlog, oldest first, in batches, and reports whether
+// it is empty now. A record the database refuses (not for want of space or
+// a sound file) is lost and counted. Writer lock only.
+func (s *Store) flush() bool {
+	for s.failing() {
+		n, m := min(len(s.backlog), s.batchSize), min(len(s.evBacklog), s.batchSize)
+		recs := s.backlog[:n]
+		if err := s.commit(recs, s.evBacklog[:m]); err != nil {
+			s.fail(err)
+			return false
+		}
+		for _, p := range recs {
+			if p.err != nil {
+				s.logf("history: lost request %s: %v", p.id, p.err)
+				s.healthMu.Lock()
+				s.health.Lost++
+				s.healthMu.Unlock()
+			}
+		}
+		clear(recs)
+		s.backlog, s.evBacklog = s.backlog[n:], s.evBacklog[m:]
+		s.flushed += n
+		s.healthMu.Lock()
+		s.health.Pending = len(s.backlog)
+		s.healthMu.Unlock()
+	}
+	s.backlog, s.evBacklog = nil, nil
 	return true
 }
 

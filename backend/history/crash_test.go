@@ -51,8 +51,10 @@ func crashChild(path string) int {
 
 // TestCrashKeepsAcknowledgedRecords kills a recording process with SIGKILL
 // and checks the file it leaves: intact, still in WAL mode, and holding
-// every record whose Record returned. Two rounds on one file also check
-// that writing resumes after recovery.
+// every record whose Record returned, in requests or in the inbox; then
+// that a Store opened on it returns every one of them, with the inbox
+// moved. Two rounds on one file also check that writing resumes after
+// recovery.
 func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 	if runtime.GOOS == "windows" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
 		t.Skip("needs a killable child process")
@@ -124,21 +126,11 @@ func checkAfterCrash(t *testing.T, path string, round int, acked []string) {
 	if journal != "wal" {
 		t.Errorf("round %d: journal_mode = %q; want wal", round, journal)
 	}
+	// The records are in the file itself, as the killed process left it.
 	stored := map[string]bool{}
-	rows, err := db.Query("SELECT id FROM requests")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+	inbox := idsIn(t, db, "inbox")
+	for _, id := range append(idsIn(t, db, "requests"), inbox...) {
 		stored[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	missing := 0
 	for _, id := range acked {
@@ -147,7 +139,46 @@ func checkAfterCrash(t *testing.T, path string, round int, acked []string) {
 		}
 	}
 	if missing > 0 {
-		t.Errorf("round %d: %d of %d acknowledged records missing after SIGKILL", round, missing, len(acked))
+		t.Errorf("round %d: %d of %d acknowledged records missing from the file after SIGKILL", round, missing, len(acked))
 	}
-	t.Logf("round %d: %d acknowledged, %d stored", round, len(acked), len(stored))
+	// A Switchyard started on the file shows every one of them.
+	s := openAt(t, path, Options{})
+	missing = 0
+	for _, id := range acked {
+		if _, err := s.Request(context.Background(), id); err != nil {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("round %d: %d of %d acknowledged records missing from the reopened history", round, missing, len(acked))
+	}
+	if n := len(idsIn(t, s.db, "inbox")); n != 0 {
+		t.Errorf("round %d: %d records still in the inbox after Open; want all moved", round, n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("round %d: %d acknowledged, %d stored, %d of them in the inbox", round, len(acked), len(stored), len(inbox))
+}
+
+// idsIn lists the ids table holds.
+func idsIn(t *testing.T, db *sql.DB, table string) []string {
+	t.Helper()
+	rows, err := db.Query("SELECT id FROM " + table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }

@@ -2,11 +2,15 @@
 // attempts and circuit-breaker transitions (docs/DESIGN.md, "History"), kept in one SQLite file
 // (modernc.org/sqlite, WAL, synchronous=NORMAL).
 //
-// Writes go through one writer goroutine that commits whatever is queued in
-// a single transaction (group commit): Record returns once the transaction
-// holding its record has committed, so an acknowledged record survives a
-// crash of the process. With synchronous=NORMAL a power loss or OS crash may
-// roll back the last commits; the file is never left corrupt.
+// Record returns once the transaction holding its record has committed,
+// so an acknowledged record survives a crash of the process; with
+// synchronous=NORMAL a power loss or OS crash may roll back the last
+// commits, and the file is never left corrupt. A Record that finds the
+// writer idle commits at once on its own goroutine; records that arrive
+// while a commit runs share the next one (group commit). Records are
+// committed to a one-table inbox, and moved into the requests and attempts
+// tables off the request path; queries move what waits first, so they see
+// every acknowledged record (inbox.go).
 //
 // History keeps millisecond resolution: times and durations are truncated to
 // the millisecond when written, and times come back in UTC.
@@ -83,55 +87,76 @@ type Options struct {
 	Logf func(format string, args ...any)
 
 	// Test hooks, nil in production. afterEnqueue runs in Record once its
-	// record is queued; beforeCommit runs in the writer before each
-	// transaction with the number of records and events in it.
+	// record is queued; beforeCommit runs before each transaction that
+	// writes records or breaker changes, with how many of each it writes.
 	afterEnqueue func()
 	beforeCommit func(records, events int)
 	// retryPause, when set, replaces the growing pause between tries of a
 	// file that can't be written; maxBacklog, when set, MaxBacklog.
 	retryPause time.Duration
 	maxBacklog int
+	// moveAt and moveDelay, when set, replace the constants of the same
+	// names; negative: never (queries, Prune and Close still move).
+	moveAt    int
+	moveDelay time.Duration
 }
 
 // Store is an open history file, made by Open; the zero value is not
 // usable. Its methods are safe for concurrent use. Whoever opened it closes
 // it with Close.
 type Store struct {
-	db     *sql.DB   // the pool, for queries
-	writer *sql.Conn // the writer's own connection: it never waits for the pool
-	// The writer's INSERTs, prepared on the pool so that its transactions
-	// (tx.StmtContext) prepare them once on the writer's connection and
-	// reuse them; a Stmt prepared on a sql.Conn would be prepared again in
-	// every transaction.
-	insertRequest, insertAttempt, insertBreaker *sql.Stmt
-	path                                        string
-	retention                                   time.Duration
-	batchSize                                   int
-	now                                         func() time.Time
-	logf                                        func(string, ...any)
+	db        *sql.DB // the pool, for queries
+	path      string
+	retention time.Duration
+	batchSize int
+	now       func() time.Time
+	logf      func(string, ...any)
 
 	afterEnqueue func()                    // test hook, see Options
 	beforeCommit func(records, events int) // test hook, see Options
 	retryPause   time.Duration             // test hook, see Options
 	maxBacklog   int                       // MaxBacklog, or a test's own
+	moveAt       int                       // moveAt, or a test's own
+	moveDelay    time.Duration             // moveDelay, or a test's own
 
-	// mu guards closed and the sends on queue and breakers, so that Close
-	// can close both channels once no sender is left.
-	mu       sync.RWMutex
-	closed   bool
-	queue    chan pending
-	breakers chan fleet.BreakerChange
-	stopped  chan struct{} // closed when the writer has drained and exited
+	// The queue (writer.go). qmu guards closed, queue, leading and
+	// events, so that nothing is queued after Close.
+	qmu     sync.Mutex
+	closed  bool
+	queue   []*pending
+	leading bool          // someone will commit what is queued
+	room    chan struct{} // one token per queued record: four batches
+	events  []fleet.BreakerChange
+
+	// The writer goroutine's wake-ups.
+	takeOver     chan struct{} // a Record hands it the queue
+	eventsQueued chan struct{} // RecordBreaker queued a change
+	moveNow      chan struct{} // the inbox holds moveAt records
+	moveTimer    *time.Timer   // moveDelay after the first record waits
+	retry        *time.Timer   // the file can't be written: try again
+	quit         chan struct{} // closed by Close
+	stopped      chan struct{} // closed when the writer goroutine has exited
 
 	commits atomic.Int64
 	dropped atomic.Int64
 
-	// What could not be written, oldest first (backlog.go). The writer
-	// alone touches backlog, evBacklog, pauses and lastLog; health is
+	// wlock is the writer's lock: a token in it while someone writes.
+	// Whoever holds it alone uses w and the fields below it.
+	wlock           chan struct{}
+	w               *conn                 // nil once closed
+	recs            []*pending            // reused by commitBatch
+	evs             []fleet.BreakerChange // reused by commitBatch
+	unmoved         int                   // records this Store put in the inbox and has not moved
+	moveArmed       bool                  // moveTimer will fire
+	sinceCheckpoint int                   // rows written to or moved from the inbox since the last checkpoint
+	retryArmed      bool                  // retry will fire
+
+	// What could not be written, oldest first (backlog.go); health is
 	// guarded by healthMu.
-	backlog   []pending
+	backlog   []*pending
 	evBacklog []fleet.BreakerChange
 	pauses    int       // failed tries in a row
+	flushed   int       // backlog records written since the last failure
 	lastLog   time.Time // when a failure was last logged
 	healthMu  sync.Mutex
 	health    Health
@@ -189,14 +214,15 @@ func open(path string, o Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	writer, err := db.Conn(ctx)
+	// The writer's connection never checkpoints in a commit: the writer
+	// goroutine does, after a move (see Store.checkpoint).
+	w, err := openConn(db.Driver(), dsn(path, "wal_autocheckpoint(0)"))
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	s := &Store{
 		db:        db,
-		writer:    writer,
 		path:      path,
 		retention: o.Retention,
 		batchSize: o.BatchSize,
@@ -207,23 +233,29 @@ func open(path string, o Options) (*Store, error) {
 		beforeCommit: o.beforeCommit,
 		retryPause:   o.retryPause,
 		maxBacklog:   cmp.Or(o.maxBacklog, MaxBacklog),
+		moveAt:       cmp.Or(o.moveAt, moveAt),
+		moveDelay:    cmp.Or(o.moveDelay, moveDelay),
 
-		queue:    make(chan pending, 4*o.BatchSize),
-		breakers: make(chan fleet.BreakerChange, 4*o.BatchSize),
-		stopped:  make(chan struct{}),
+		room: make(chan struct{}, 4*o.BatchSize),
+
+		takeOver:     make(chan struct{}, 1),
+		eventsQueued: make(chan struct{}, 1),
+		moveNow:      make(chan struct{}, 1),
+		moveTimer:    time.NewTimer(time.Hour),
+		retry:        time.NewTimer(time.Hour),
+		quit:         make(chan struct{}),
+		stopped:      make(chan struct{}),
+
+		wlock: make(chan struct{}, 1),
+		w:     w,
 	}
-	for _, p := range []struct {
-		dst  **sql.Stmt
-		text string
-	}{{&s.insertRequest, insertRequest}, {&s.insertAttempt, insertAttempt}, {&s.insertBreaker, insertBreaker}} {
-		if *p.dst, err = db.PrepareContext(ctx, p.text); err != nil {
-			writer.Close()
-			db.Close()
-			return nil, fmt.Errorf("prepare: %w", err)
-		}
-	}
-	if _, err := s.pruneWith(ctx, writer); err != nil {
+	s.moveTimer.Stop()
+	s.retry.Stop()
+	// Move what a crash left in the inbox, and prune.
+	if _, err := s.prune(); err != nil {
 		s.logf("history: %v", err)
+		s.fail(err)
+		s.armRetry()
 	}
 	go s.run(o.PruneEvery)
 	return s, nil
@@ -261,12 +293,15 @@ func check(ctx context.Context, db *sql.DB) error {
 // applied to every connection the pool opens. _txlock=immediate makes BEGIN
 // take the write lock at once, so two writers wait on busy_timeout instead
 // of deadlocking on a lock upgrade.
-func dsn(path string) string {
+func dsn(path string, pragmas ...string) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busyTimeout.Milliseconds(), 10)+")")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
 	q.Set("_txlock", "immediate")
 	// A file: URI with the path escaped, so that '?', '#' and '%' in a
 	// directory name stay part of the name. SQLite wants a Windows drive
@@ -278,28 +313,35 @@ func dsn(path string) string {
 	return "file:" + (&url.URL{Path: p}).EscapedPath() + "?" + q.Encode()
 }
 
-// Close writes everything still queued, stops the writer and closes the
-// file. Record and RecordBreaker calls after Close fail or drop; Close may be
-// called more than once.
+// Close writes everything still queued and moves the inbox, stops the
+// writer and closes the file. Record and RecordBreaker calls after Close
+// fail or drop; Close may be called more than once.
 func (s *Store) Close() error {
-	s.mu.Lock()
+	s.qmu.Lock()
 	if s.closed {
-		s.mu.Unlock()
+		s.qmu.Unlock()
 		return nil
 	}
 	s.closed = true
-	close(s.queue)
-	close(s.breakers)
-	s.mu.Unlock()
+	s.qmu.Unlock()
+	close(s.quit)
 	<-s.stopped
-	err := errors.Join(s.insertRequest.Close(), s.insertAttempt.Close(), s.insertBreaker.Close(), s.writer.Close(), s.db.Close())
+	s.moveTimer.Stop()
+	s.retry.Stop()
+	// A query or a Prune from now on finds no connection to write with.
+	s.wlock <- struct{}{}
+	err := errors.Join(s.w.close(), s.db.Close())
+	s.w = nil
+	<-s.wlock
 	if err != nil {
 		return fmt.Errorf("close history %s: %w", s.path, err)
 	}
 	return nil
 }
 
-// Commits reports how many write transactions the writer has committed.
+// Commits reports how many transactions have committed request records
+// (a group commit each); moving them out of the inbox, breaker changes and
+// pruning are not counted.
 func (s *Store) Commits() int64 { return s.commits.Load() }
 
 // Dropped reports how many breaker changes were lost: dropped because the

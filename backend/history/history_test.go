@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,10 +93,13 @@ func mustRecord(t testing.TB, s *Store, recs ...fleet.RequestRecord) {
 	}
 }
 
-func count(t testing.TB, db *sql.DB, table string) int {
+// count is how many rows table holds once s has moved its inbox, as a
+// query would.
+func count(t testing.TB, s *Store, table string) int {
 	t.Helper()
+	s.settle(context.Background())
 	var n int
-	if err := db.QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
+	if err := s.db.QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
 		t.Fatalf("count %s: %v", table, err)
 	}
 	return n
@@ -235,7 +239,7 @@ func TestPrune(t *testing.T) {
 	}
 	c.Set(t0.Add(-24 * time.Hour))
 	s = openAt(t, path, Options{Now: c.Now, PruneEvery: -1})
-	if n := count(t, s.db, "requests"); n != 2 {
+	if n := count(t, s, "requests"); n != 2 {
 		t.Fatalf("after Open at t0-1d, %d requests; want 2", n)
 	}
 
@@ -250,7 +254,7 @@ func TestPrune(t *testing.T) {
 	if _, err := s.Request(ctx, "fresh"); err != nil {
 		t.Errorf("Request(fresh) after Prune = %v", err)
 	}
-	if got := count(t, s.db, "attempts"); got != 1 {
+	if got := count(t, s, "attempts"); got != 1 {
 		t.Errorf("attempts after Prune = %d; want 1 (the old request's went with it)", got)
 	}
 	evs, err := s.BreakerEvents(ctx, 0)
@@ -264,7 +268,7 @@ func TestPrune(t *testing.T) {
 	}
 	c.Set(t0.Add(2 * 24 * time.Hour))
 	s = openAt(t, path, Options{Now: c.Now, PruneEvery: -1})
-	if n := count(t, s.db, "requests"); n != 0 {
+	if n := count(t, s, "requests"); n != 0 {
 		t.Errorf("after Open 31 days after fresh, %d requests; want 0", n)
 	}
 }
@@ -309,7 +313,7 @@ func TestCloseFlushesBreakerChanges(t *testing.T) {
 		t.Errorf("Dropped() = %d; want 0", s.Dropped())
 	}
 	s = openAt(t, path, Options{})
-	if got := count(t, s.db, "breaker_events"); got != n {
+	if got := count(t, s, "breaker_events"); got != n {
 		t.Errorf("after Close and reopen, %d breaker events; want %d", got, n)
 	}
 }
@@ -328,5 +332,45 @@ func TestClosed(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close() = %v; want nil", err)
+	}
+}
+
+// Records, queries and prunes that race with Close fail or succeed, and
+// never touch a closed connection.
+func TestCloseWhileBusy(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "history.db"), Options{moveAt: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				switch g {
+				case 0, 1:
+					s.Record(ctx, rec(fmt.Sprint(g, "-", i), t0))
+				case 2:
+					s.Requests(ctx, Filter{})
+				case 3:
+					s.Prune(ctx)
+				}
+			}
+		})
+	}
+	mustRecord(t, s, rec("before", t0))
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	close(stop)
+	wg.Wait()
+	if err := s.Record(ctx, rec("after", t0)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Record after Close = %v; want ErrClosed", err)
 	}
 }

@@ -63,6 +63,7 @@ const attemptColumns = `request_id, ord, candidate, outcome, error, http_status,
 // attempts. It runs two queries whatever the page size: one for the
 // requests, one for all their attempts.
 func (s *Store) Requests(ctx context.Context, f Filter) ([]fleet.RequestRecord, error) {
+	s.settle(ctx)
 	var where []string
 	var args []any
 	if f.Before != "" {
@@ -114,6 +115,7 @@ func (s *Store) Requests(ctx context.Context, f Filter) ([]fleet.RequestRecord, 
 // Request returns the request with id and its attempts, or an error
 // matching ErrNotFound.
 func (s *Store) Request(ctx context.Context, id string) (fleet.RequestRecord, error) {
+	s.settle(ctx)
 	recs, err := s.requests(ctx, "SELECT "+requestColumns+" FROM requests WHERE id = ?", id)
 	if err == nil && len(recs) == 0 {
 		err = ErrNotFound
@@ -230,6 +232,7 @@ type TTFTStats struct {
 // attempts that started at or after since. Percentiles are nearest-rank.
 // Candidates without such attempts are absent.
 func (s *Store) TTFTStats(ctx context.Context, since time.Time) (map[string]TTFTStats, error) {
+	s.settle(ctx)
 	rows, err := s.db.QueryContext(ctx, `SELECT candidate, ttft_ms FROM attempts
 		WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at >= ?`, since.UnixMilli())
 	if err != nil {
@@ -268,6 +271,7 @@ func (s *Store) WarmTTFTs(ctx context.Context, candidate string, limit int) ([]t
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
+	s.settle(ctx)
 	rows, err := s.db.QueryContext(ctx, `SELECT ttft_ms FROM attempts
 		WHERE candidate = ? AND outcome = 'success' AND cold = 0 AND ttft_ms IS NOT NULL
 		ORDER BY started_at DESC LIMIT ?`, candidate, limit)
@@ -307,6 +311,7 @@ func (s *Store) TTFTSeries(ctx context.Context, since time.Time, bucket time.Dur
 	if width <= 0 {
 		return nil, fmt.Errorf("ttft series: bucket %v is under a millisecond", bucket)
 	}
+	s.settle(ctx)
 	rows, err := s.db.QueryContext(ctx, `SELECT started_at - started_at % ?1 AS bucket, candidate, ttft_ms
 		FROM attempts WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at >= ?2
 		ORDER BY bucket, candidate`, width, since.UnixMilli())
@@ -362,6 +367,7 @@ func (s *Store) FailoverRate(ctx context.Context, since time.Time, bucket time.D
 	if width <= 0 {
 		return nil, fmt.Errorf("failover rate: bucket %v is under a millisecond", bucket)
 	}
+	s.settle(ctx)
 	rows, err := s.db.QueryContext(ctx, `SELECT started_at - started_at % ?1 AS bucket,
 		COUNT(*), SUM(is_fallback), SUM(status IN (?3, ?4))
 		FROM requests WHERE started_at >= ?2 GROUP BY bucket ORDER BY bucket`,

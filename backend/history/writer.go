@@ -2,29 +2,56 @@ package history
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
 )
 
-// pending is one queued request record, already turned into the arguments
-// of its rows, and the channel its commit is reported on.
+// Writing (docs/DESIGN.md, "Durability"). One connection writes; whoever
+// holds the writer's lock (Store.wlock) uses it: a Record that found
+// nobody writing, or the writer goroutine (run). A Record that finds nobody
+// writing commits its own record at once, on its own goroutine: no
+// hand-off to another goroutine, no wait for a batch to fill or a tick.
+// Records and breaker changes that arrive while a commit runs queue, and
+// the next commit takes them together (group commit): the first Record to
+// queue leads it, once the running commit ends. A Record commits one batch
+// at most; a queue longer than a batch goes to the writer goroutine.
+// Records go to the inbox (inbox.go); the writer goroutine moves them on,
+// prunes, and tries again while the file can't be written (backlog.go).
+
+// pending is one queued request record, encoded as the inbox keeps it,
+// and the channel its commit is reported on.
 type pending struct {
-	id       string
-	request  []any
-	attempts [][]any
-	done     chan error // buffered: the writer never waits on it
+	id   string
+	rec  []byte
+	err  error      // the record's own failure in the last commit (a repeated id)
+	done chan error // buffered: a commit never waits on it
 }
+
+// errRepeated: the id of a record is recorded already.
+var errRepeated = errors.New("request id already recorded")
+
+// Moving the inbox: when it holds moveAt records, or moveDelay after the
+// first record that waits there; and on every query (settle).
+const (
+	moveAt    = 64
+	moveDelay = 100 * time.Millisecond
+	// checkpointAt: once this many rows have been written to the inbox or
+	// moved out of it since the last checkpoint, the writer goroutine
+	// checkpoints after its next move: about SQLite's own 1000 pages.
+	checkpointAt = 1000
+)
 
 // Record writes rec with its attempts and returns once the transaction
 // holding it has committed, so a caller that answers only after Record
 // returns never answers a request that history could lose to a crash.
-// Concurrent calls share one transaction. Attempts are stored in slice
-// order: an attempt's Order and RequestID are taken from its position and
-// rec.ID. An id already recorded is an error.
+// When no commit is running, Record commits rec at once, itself;
+// records that arrive while one runs share the next transaction. Attempts
+// are stored in slice order: an attempt's Order and RequestID are taken
+// from its position and rec.ID. An id already recorded is an error, and
+// fails only its own Record.
 //
 // When the queue is full Record waits for room. ctx bounds the wait, both
 // for room and for the commit; a record already queued when ctx ends is
@@ -33,107 +60,259 @@ type pending struct {
 // When the file can't be written (a full disk, a damaged or read-only
 // file) the record is kept in memory, with up to MaxBacklog others, and
 // written as soon as the file can be written again; Record then returns an
-// error matching ErrNotDurable at once, and Health says what is wrong. A request's own context is usually done by the time it is
-// recorded (the client went away), so callers pass one that outlives it,
-// such as context.WithoutCancel(r.Context()).
+// error matching ErrNotDurable at once, and Health says what is wrong. A
+// request's own context is usually done by the time it is recorded (the
+// client went away), so callers pass one that outlives it, such as
+// context.WithoutCancel(r.Context()).
 func (s *Store) Record(ctx context.Context, rec fleet.RequestRecord) error {
-	p, err := newPending(rec)
+	if rec.ID == "" {
+		return errors.New("record request: empty request id")
+	}
+	b, err := encodeRecord(rec)
 	if err != nil {
 		return fmt.Errorf("record request %s: %w", rec.ID, err)
 	}
-	if err := s.enqueue(ctx, p); err != nil {
+	p := &pending{id: rec.ID, rec: b, done: make(chan error, 1)}
+	lead, err := s.enqueue(ctx, p)
+	if err != nil {
 		return fmt.Errorf("record request %s: %w", rec.ID, err)
 	}
 	if s.afterEnqueue != nil {
 		s.afterEnqueue()
 	}
-	select {
-	case err := <-p.done:
-		if err != nil {
-			return fmt.Errorf("record request %s: %w", rec.ID, err)
+	if err := s.wait(ctx, p, lead); err != nil {
+		return fmt.Errorf("record request %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// wait waits for p's commit. A Record that leads the queue commits it
+// itself as soon as it holds the writer's lock (at once when nobody
+// writes), unless someone else's commit takes its record first: then it
+// stops waiting for the lock, and whoever took the record sees to what
+// queued after it. Its commit is one batch, its own record in it; what is
+// left goes to the writer goroutine, as does the queue of a Record whose
+// ctx ends first.
+func (s *Store) wait(ctx context.Context, p *pending, lead bool) error {
+	var lock chan struct{} // nil: not leading, so never sent to
+	if lead {
+		lock = s.wlock
+	}
+	for {
+		select {
+		case err := <-p.done:
+			return err
+		case lock <- struct{}{}:
+			lock = nil
+			more := s.commitBatch()
+			<-s.wlock
+			if more {
+				s.wake(s.takeOver)
+			}
+		case <-ctx.Done():
+			// The record stays queued, and is written.
+			if lock != nil {
+				s.wake(s.takeOver)
+			}
+			select {
+			case err := <-p.done:
+				return err
+			default:
+				return context.Cause(ctx)
+			}
 		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("record request %s: %w", rec.ID, context.Cause(ctx))
 	}
 }
 
-func (s *Store) enqueue(ctx context.Context, p pending) error {
+// enqueue queues p, once there is room, and reports whether the caller is
+// to write the queue: nobody is writing it.
+func (s *Store) enqueue(ctx context.Context, p *pending) (lead bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return context.Cause(ctx)
+		return false, context.Cause(ctx)
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return ErrClosed
+	if s.isClosed() {
+		return false, ErrClosed
 	}
 	select {
-	case s.queue <- p:
-		return nil
+	case s.room <- struct{}{}:
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return false, context.Cause(ctx)
 	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.closed {
+		<-s.room
+		return false, ErrClosed
+	}
+	s.queue = append(s.queue, p)
+	lead = !s.leading
+	s.leading = true
+	return lead, nil
+}
+
+func (s *Store) isClosed() bool {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return s.closed
+}
+
+// wake sends on c, a channel of one slot, unless a wake-up waits there
+// already.
+func (s *Store) wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// commitBatch commits up to batchSize queued records and as many queued
+// breaker changes in one transaction, and reports whether more wait. When
+// no record is left, nobody leads the queue: the next Record to queue does.
+// Writer lock only.
+func (s *Store) commitBatch() (more bool) {
+	s.qmu.Lock()
+	n, m := min(len(s.queue), s.batchSize), min(len(s.events), s.batchSize)
+	recs := append(s.recs[:0], s.queue[:n]...)
+	evs := append(s.evs[:0], s.events[:m]...)
+	s.queue = shift(s.queue, n)
+	s.events = shift(s.events, m)
+	more = len(s.queue)+len(s.events) > 0
+	if len(s.queue) == 0 {
+		s.leading = false
+	}
+	s.qmu.Unlock()
+	for range n {
+		<-s.room
+	}
+	if n+m > 0 {
+		s.write(recs, evs)
+	}
+	clear(recs)
+	s.recs, s.evs = recs, evs
+	return more
+}
+
+// shift drops the first n elements of q, keeping its array.
+func shift[T any](q []T, n int) []T {
+	rest := copy(q, q[n:])
+	clear(q[rest:])
+	return q[:rest]
+}
+
+// commitQueued commits everything queued, a batch at a time. Writer lock
+// only.
+func (s *Store) commitQueued() {
+	for s.commitBatch() {
+	}
+}
+
+// write commits recs and evs and reports to each Record. While the file
+// can't be written they join the backlog instead. Writer lock only.
+func (s *Store) write(recs []*pending, evs []fleet.BreakerChange) {
+	if s.failing() {
+		// Keep the order: what waits is written first.
+		s.keep(recs, evs)
+		return
+	}
+	if err := s.commit(recs, evs); err != nil {
+		s.fail(err)
+		s.keep(recs, evs)
+		s.armRetry()
+		return
+	}
+	for _, p := range recs {
+		if p.err != nil {
+			s.logf("history: refused request %s: %v", p.id, p.err)
+		}
+		p.done <- p.err
+	}
+}
+
+const insertBreaker = `INSERT INTO breaker_events (candidate, from_state, to_state, at, cause)
+VALUES (?, ?, ?, ?, ?)`
+
+// commit writes recs to the inbox and evs to breaker_events in one
+// transaction. A record the inbox refuses (a repeated id) gets its own
+// error in err, and the others are written; a breaker change the table
+// refuses is lost and counted. An error returned is the file's, and then
+// nothing was written. Writer lock only.
+func (s *Store) commit(recs []*pending, evs []fleet.BreakerChange) error {
+	if s.beforeCommit != nil {
+		s.beforeCommit(len(recs), len(evs))
+	}
+	w := s.w
+	if err := w.begin(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	written := 0
+	for _, p := range recs {
+		n, err := w.exec(insertInbox, p.id, p.rec)
+		switch {
+		case storageError(err):
+			w.rollback()
+			return fmt.Errorf("write request %s: %w", p.id, err)
+		case err != nil:
+			p.err = err
+		case n == 0:
+			p.err = errRepeated
+		default:
+			p.err = nil
+			written++
+		}
+	}
+	for _, ev := range evs {
+		_, err := w.exec(insertBreaker, ev.Candidate, string(ev.From), string(ev.To), ev.At.UnixMilli(), ev.Cause)
+		switch {
+		case storageError(err):
+			w.rollback()
+			return fmt.Errorf("write breaker change of %s: %w", ev.Candidate, err)
+		case err != nil:
+			s.dropped.Add(1)
+			s.logf("history: lost breaker change %s %s->%s: %v", ev.Candidate, ev.From, ev.To, err)
+		}
+	}
+	if err := w.commit(); err != nil {
+		w.rollback()
+		return fmt.Errorf("commit: %w", err)
+	}
+	s.commits.Add(1)
+	if written > 0 {
+		s.unmoved += written
+		s.sinceCheckpoint += written
+		switch {
+		case s.moveAt > 0 && s.unmoved >= s.moveAt:
+			s.wake(s.moveNow)
+		case s.moveDelay > 0 && !s.moveArmed:
+			s.moveArmed = true
+			s.moveTimer.Reset(s.moveDelay)
+		}
+	}
+	return nil
 }
 
 // RecordBreaker queues a breaker transition and returns at once. When the
 // queue is full or the Store is closed the change is dropped and counted
-// (see Dropped). Close writes whatever is queued.
+// (see Dropped). The transaction of any Record that queues after it writes
+// it too, if the writer goroutine has not yet; Close writes whatever is
+// queued.
 func (s *Store) RecordBreaker(ch fleet.BreakerChange) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.closed || len(s.events) >= 4*s.batchSize {
 		s.dropped.Add(1)
+		if !s.closed {
+			s.logf("history: queue full, dropped breaker change %s %s->%s", ch.Candidate, ch.From, ch.To)
+		}
 		return
 	}
-	select {
-	case s.breakers <- ch:
-	default:
-		s.dropped.Add(1)
-		s.logf("history: queue full, dropped breaker change %s %s->%s", ch.Candidate, ch.From, ch.To)
-	}
+	s.events = append(s.events, ch)
+	s.wake(s.eventsQueued)
 }
 
-func newPending(r fleet.RequestRecord) (pending, error) {
-	if r.ID == "" {
-		return pending{}, fmt.Errorf("empty request id")
-	}
-	p := pending{
-		id: r.ID,
-		request: []any{
-			r.ID, r.StartedAt.UnixMilli(), string(r.Protocol), flag(r.Stream), flag(r.Thinking),
-			r.RequestedModel, orNull(r.ServedCandidate), orNull(r.ServedModel), flag(r.IsFallback),
-			string(r.Status), orNull(r.HTTPStatus), orNull(r.Error), millisOrNull(r.TTFT),
-			r.Latency.Milliseconds(), orNull(r.PromptTokens), orNull(r.CompletionTokens), orNull(string(r.Failure)),
-		},
-		attempts: make([][]any, len(r.Attempts)),
-		done:     make(chan error, 1),
-	}
-	for i, a := range r.Attempts {
-		var started, reading any
-		if !a.StartedAt.IsZero() {
-			started = a.StartedAt.UnixMilli()
-		}
-		if a.Reading != nil {
-			b, err := json.Marshal(storedReading(*a.Reading))
-			if err != nil {
-				return pending{}, fmt.Errorf("attempt %d reading: %w", i, err)
-			}
-			reading = string(b)
-		}
-		p.attempts[i] = []any{
-			r.ID, i, a.Candidate, string(a.Outcome), orNull(a.Error), orNull(a.HTTPStatus),
-			started, a.Deadline.Milliseconds(), millisOrNull(a.TTFT), a.Duration.Milliseconds(),
-			flag(a.Cold), flag(a.Demoted), reading, orNull(string(a.Fault)),
-		}
-	}
-	return p, nil
-}
-
-// run is the writer: it takes everything queued, up to batchSize, writes it
-// in one transaction and reports the outcome to every waiting Record. While
-// the file can't be written it keeps what arrives in the backlog and tries
-// again with a growing pause. It prunes every pruneEvery (if positive) and
-// exits once Close has closed both queues and they are drained.
+// run is the writer goroutine. It writes what a Record left queued and
+// breaker changes, moves the inbox, prunes every pruneEvery (if positive),
+// tries again while the file can't be written, and on Close writes what is
+// left and exits.
 func (s *Store) run(pruneEvery time.Duration) {
 	defer close(s.stopped)
 	var tick <-chan time.Time
@@ -142,188 +321,88 @@ func (s *Store) run(pruneEvery time.Duration) {
 		defer t.Stop()
 		tick = t.C
 	}
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	<-retry.C
-	armed := false // retry will fire
-	queue, breakers := s.queue, s.breakers
-	var recs []pending
-	var evs []fleet.BreakerChange
-	for queue != nil || breakers != nil {
-		clear(recs)
-		recs, evs = recs[:0], evs[:0]
+	for {
 		select {
-		case p, ok := <-queue:
-			if !ok {
-				queue = nil
-				continue
-			}
-			recs = append(recs, p)
-		case ev, ok := <-breakers:
-			if !ok {
-				breakers = nil
-				continue
-			}
-			evs = append(evs, ev)
+		case <-s.takeOver:
+			s.locked(func() {})
+		case <-s.eventsQueued:
+			s.locked(func() {})
+		case <-s.moveNow:
+			s.locked(s.move)
+		case <-s.moveTimer.C:
+			s.locked(func() {
+				s.moveArmed = false
+				s.move()
+			})
+		case <-s.retry.C:
+			s.locked(s.retryWrites)
 		case <-tick:
-			if _, err := s.pruneWith(context.Background(), s.writer); err != nil {
-				s.logf("history: %v", err)
-			}
-			continue
-		case <-retry.C:
-			armed = false
-			if !s.flush() {
-				retry.Reset(s.pause())
-				armed = true
-			}
-			continue
-		}
-	fill:
-		for len(recs)+len(evs) < s.batchSize {
-			select {
-			case p, ok := <-queue:
-				if !ok {
-					queue = nil
-					continue fill
+			s.locked(func() {
+				if _, err := s.prune(); err != nil {
+					s.logf("history: %v", err)
 				}
-				recs = append(recs, p)
-			case ev, ok := <-breakers:
-				if !ok {
-					breakers = nil
-					continue fill
-				}
-				evs = append(evs, ev)
-			default:
-				break fill
-			}
-		}
-		if s.write(recs, evs) && !armed {
-			retry.Reset(s.pause())
-			armed = true
+			})
+		case <-s.quit:
+			s.locked(s.shutdown)
+			return
 		}
 	}
-	// Closing: one last try for what waits; what still can't be written
-	// is lost, and said so.
+}
+
+// locked runs f holding the writer's lock, after writing what is queued.
+func (s *Store) locked(f func()) {
+	s.wlock <- struct{}{}
+	defer func() { <-s.wlock }()
+	s.commitQueued()
+	f()
+}
+
+// move empties the inbox, and checkpoints when one is due; when it
+// can't, it says so and tries again later. Writer lock only.
+func (s *Store) move() {
+	if err := s.moveAll(); err != nil {
+		s.fail(err)
+		s.armRetry()
+	}
+	s.checkpoint()
+}
+
+// checkpoint copies the WAL into the database file once checkpointAt rows
+// have been written since the last time. The writer's connection never
+// checkpoints on its own (wal_autocheckpoint is off on it): SQLite would
+// do it, fsyncs and all, in whichever commit filled the WAL past 1000
+// pages, often a Record's. Here it runs after a move, off the request
+// path; and as it runs on the writer's connection, holding the writer's
+// lock, no commit lands meanwhile, so it copies the whole WAL (unless a
+// reader holds an older snapshot) and the next commit starts the WAL
+// again from its beginning. (A checkpoint on another connection, beside
+// the commits, never caught up with them: the WAL grew without end.)
+// Writer lock only.
+func (s *Store) checkpoint() {
+	if s.sinceCheckpoint < checkpointAt {
+		return
+	}
+	s.sinceCheckpoint = 0
+	if _, err := s.w.query("PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		s.logf("history: checkpoint: %v", err)
+	}
+}
+
+// shutdown writes what Close left queued (locked did), the backlog (one
+// last try) and moves the inbox. What still can't be written is lost, and
+// said so; records that stay in the inbox are moved at the next Open.
+// Writer lock only.
+func (s *Store) shutdown() {
 	if !s.flush() {
 		n, m := s.dropBacklog()
 		s.logf("history: stopping with %d records and %d breaker changes that could not be written: they are lost (%v)", n, m, s.lastErr())
 	}
-	if _, err := s.writer.ExecContext(context.Background(), "PRAGMA optimize"); err != nil {
+	if err := s.moveAll(); err != nil {
+		s.logf("history: stopping with records not yet moved out of the inbox; the next start moves them: %v", err)
+	}
+	if _, err := s.w.exec("PRAGMA optimize"); err != nil {
 		s.logf("history: optimize: %v", err)
 	}
-}
-
-// write commits recs and evs together, and reports whether they went to
-// the backlog because the file can't be written. When the commit fails for
-// another reason it writes them one by one, so that one bad record (a
-// repeated id) fails only its own Record.
-func (s *Store) write(recs []pending, evs []fleet.BreakerChange) (kept bool) {
-	if s.failing() {
-		// Keep the order: what waits is written first.
-		s.keep(recs, evs)
-		return true
-	}
-	err := s.commit(recs, evs)
-	switch {
-	case err == nil:
-		for _, p := range recs {
-			p.done <- nil
-		}
-		return false
-	case storageError(err):
-		s.fail(err)
-		s.keep(recs, evs)
-		return true
-	case len(recs)+len(evs) > 1:
-		s.logf("history: batch of %d records and %d breaker changes failed, retrying one by one: %v", len(recs), len(evs), err)
-		for i, p := range recs {
-			err := s.commit([]pending{p}, nil)
-			if storageError(err) {
-				s.fail(err)
-				s.keep(recs[i:], evs)
-				return true
-			}
-			p.done <- err
-		}
-		for j, ev := range evs {
-			err := s.commit(nil, []fleet.BreakerChange{ev})
-			switch {
-			case storageError(err):
-				s.fail(err)
-				s.keep(nil, evs[j:])
-				return true
-			case err != nil:
-				s.dropped.Add(1)
-				s.logf("history: lost breaker change %s %s->%s: %v", ev.Candidate, ev.From, ev.To, err)
-			}
-		}
-		return false
-	}
-	for _, p := range recs {
-		p.done <- err
-	}
-	if len(evs) > 0 {
-		s.dropped.Add(int64(len(evs)))
-		s.logf("history: lost %d breaker changes: %v", len(evs), err)
-	}
-	return false
-}
-
-const (
-	insertRequest = `INSERT INTO requests (id, started_at, protocol, stream, thinking,
-	requested_model, served_candidate, served_model, is_fallback, status, http_status,
-	error, ttft_ms, latency_ms, prompt_tokens, completion_tokens, failure)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	insertAttempt = `INSERT INTO attempts (request_id, ord, candidate, outcome, error,
-	http_status, started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading, fault)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	insertBreaker = `INSERT INTO breaker_events (candidate, from_state, to_state, at, cause)
-VALUES (?, ?, ?, ?, ?)`
-)
-
-// commit writes recs and evs in one transaction.
-func (s *Store) commit(recs []pending, evs []fleet.BreakerChange) (err error) {
-	if s.beforeCommit != nil {
-		s.beforeCommit(len(recs), len(evs))
-	}
-	ctx := context.Background()
-	tx, err := s.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	if len(recs) > 0 {
-		// database/sql prepares each statement on the writer's connection
-		// the first time and reuses it in every later transaction.
-		reqStmt, attStmt := tx.StmtContext(ctx, s.insertRequest), tx.StmtContext(ctx, s.insertAttempt)
-		for _, p := range recs {
-			if _, err := reqStmt.ExecContext(ctx, p.request...); err != nil {
-				return fmt.Errorf("write request %s: %w", p.id, err)
-			}
-			for _, a := range p.attempts {
-				if _, err := attStmt.ExecContext(ctx, a...); err != nil {
-					return fmt.Errorf("write attempt of %s: %w", p.id, err)
-				}
-			}
-		}
-	}
-	if len(evs) > 0 {
-		stmt := tx.StmtContext(ctx, s.insertBreaker)
-		for _, ev := range evs {
-			if _, err := stmt.ExecContext(ctx, ev.Candidate, string(ev.From), string(ev.To), ev.At.UnixMilli(), ev.Cause); err != nil {
-				return fmt.Errorf("write breaker change of %s: %w", ev.Candidate, err)
-			}
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	s.commits.Add(1)
-	return nil
 }
 
 // Prune deletes the requests (their attempts go with them) and breaker
@@ -331,55 +410,69 @@ func (s *Store) commit(recs []pending, evs []fleet.BreakerChange) (err error) {
 // and reports how many requests and breaker events it deleted. The writer
 // calls it at Open and every PruneEvery; calling it directly is safe too.
 func (s *Store) Prune(ctx context.Context) (int64, error) {
-	return s.pruneWith(ctx, s.db)
+	select {
+	case s.wlock <- struct{}{}:
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+	defer func() { <-s.wlock }()
+	if s.w == nil {
+		return 0, ErrClosed
+	}
+	return s.prune()
 }
 
-// beginner is what prune writes through: the pool, or the writer's own
-// connection.
-type beginner interface {
-	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}
-
-func (s *Store) pruneWith(ctx context.Context, b beginner) (int64, error) {
+// prune is Prune, writer lock held. It moves the inbox first, so that
+// what waits there is pruned too.
+func (s *Store) prune() (int64, error) {
+	if err := s.moveAll(); err != nil {
+		return 0, fmt.Errorf("prune history: %w", err)
+	}
 	if s.retention < 0 {
 		return 0, nil
 	}
-	n, err := prune(ctx, b, s.now().Add(-s.retention).UnixMilli())
-	if err != nil {
+	cutoff := s.now().Add(-s.retention).UnixMilli()
+	w := s.w
+	if err := w.begin(); err != nil {
 		return 0, fmt.Errorf("prune history: %w", err)
 	}
-	return n, nil
-}
-
-func prune(ctx context.Context, b beginner, cutoff int64) (_ int64, err error) {
-	tx, err := b.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
 	var total int64
 	for _, q := range []string{
 		"DELETE FROM requests WHERE started_at < ?",
 		"DELETE FROM breaker_events WHERE at < ?",
 	} {
-		res, err := tx.ExecContext(ctx, q, cutoff)
+		n, err := w.exec(q, cutoff)
 		if err != nil {
-			return 0, err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, err
+			w.rollback()
+			return 0, fmt.Errorf("prune history: %w", err)
 		}
 		total += n
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, err
+	if err := w.commit(); err != nil {
+		w.rollback()
+		return 0, fmt.Errorf("prune history: %w", err)
 	}
 	return total, nil
+}
+
+// settle moves what waits in the inbox into requests and attempts before a
+// query reads them, so that it sees every record Record acknowledged, this
+// Store's or another's on the same file. When the move fails the query
+// reads what the tables hold, and Health says why.
+func (s *Store) settle(ctx context.Context) {
+	var waiting bool
+	if err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM inbox)").Scan(&waiting); err != nil || !waiting {
+		return
+	}
+	select {
+	case s.wlock <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-s.wlock }()
+	if s.w != nil {
+		s.move()
+	}
 }
 
 // flag is a bool as SQLite stores it.
@@ -388,21 +481,4 @@ func flag(b bool) int64 {
 		return 1
 	}
 	return 0
-}
-
-// orNull is v, or NULL for its zero value.
-func orNull[T comparable](v T) any {
-	var zero T
-	if v == zero {
-		return nil
-	}
-	return v
-}
-
-// millisOrNull is d in whole milliseconds, or NULL for zero.
-func millisOrNull(d time.Duration) any {
-	if d == 0 {
-		return nil
-	}
-	return d.Milliseconds()
 }

@@ -2,13 +2,17 @@ package history
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"os"
 	"reflect"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
@@ -89,6 +93,22 @@ func TestRecordTruncatesToMilliseconds(t *testing.T) {
 	}
 }
 
+// A first token within a millisecond is a TTFT of 0 ms, not none: it
+// counts in the TTFT statistics.
+func TestSubMillisecondTTFTCounts(t *testing.T) {
+	s, _ := openTemp(t, Options{})
+	r := rec("r", t0)
+	r.Attempts[0].TTFT = 400 * time.Microsecond
+	mustRecord(t, s, r)
+	stats, err := s.TTFTStats(context.Background(), t0.Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := stats["a"]; st.N != 1 || st.P50 != 0 {
+		t.Errorf("TTFTStats()[a] = %+v; want one attempt at 0 ms", st)
+	}
+}
+
 func TestRequestNotFound(t *testing.T) {
 	s, _ := openTemp(t, Options{})
 	if _, err := s.Request(context.Background(), "missing"); !errors.Is(err, ErrNotFound) {
@@ -110,7 +130,7 @@ func TestRecordCanceledContext(t *testing.T) {
 	if err := s.Record(ctx, rec("r", t0)); !errors.Is(err, context.Canceled) {
 		t.Errorf("Record(canceled ctx) = %v; want context.Canceled", err)
 	}
-	if n := count(t, s.db, "requests"); n != 0 {
+	if n := count(t, s, "requests"); n != 0 {
 		t.Errorf("%d requests after a Record whose ctx was done; want 0", n)
 	}
 }
@@ -157,7 +177,7 @@ func TestGroupCommit(t *testing.T) {
 	if c := s.Commits(); c != 2 {
 		t.Errorf("Commits() = %d for %d Records, %d of them queued together; want 2", c, n, n-1)
 	}
-	if got := count(t, other.db, "requests"); got != n {
+	if got := count(t, other, "requests"); got != n {
 		t.Errorf("%d requests stored; want %d", got, n)
 	}
 }
@@ -193,7 +213,7 @@ func TestBadRecordFailsOnlyItself(t *testing.T) {
 			t.Errorf("Record #%d = %v; want an error only for the repeated id", i, err)
 		}
 	}
-	if got := count(t, s.db, "requests"); got != n {
+	if got := count(t, s, "requests"); got != n {
 		t.Errorf("%d requests stored; want %d", got, n)
 	}
 	if logged.Load() == 0 {
@@ -223,7 +243,7 @@ func TestRecordBreakerDropsWhenFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openAt(t, path, Options{})
-	if got := count(t, s.db, "breaker_events"); got != 5 {
+	if got := count(t, s, "breaker_events"); got != 5 {
 		t.Errorf("%d breaker events stored; want 5", got)
 	}
 }
@@ -258,30 +278,97 @@ func TestRecordWaitsForRoom(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	if got := count(t, s.db, "requests"); got != 5 {
+	if got := count(t, s, "requests"); got != 5 {
 		t.Errorf("%d requests stored; want 5", got)
 	}
 }
 
-// BenchmarkRecord measures group-committed Record throughput with many
-// concurrent callers, each recording a request with two attempts.
-func BenchmarkRecord(b *testing.B) {
-	s := openAt(b, filepath.Join(b.TempDir(), "history.db"), Options{})
-	ctx := context.Background()
-	var next atomic.Int64
-	b.SetParallelism(16)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			r := rec(fmt.Sprint("b", next.Add(1)), t0)
-			r.Attempts = append(r.Attempts, fleet.Attempt{Candidate: "b", Outcome: fleet.OutcomeError, StartedAt: t0, Deadline: time.Second, Duration: time.Millisecond, Error: "upstream HTTP 500"})
-			if err := s.Record(ctx, r); err != nil {
-				b.Error(err)
-				return
-			}
+// An idle writer commits a record at once, on the caller's goroutine:
+// no wait for a tick or for a batch to fill (the bubble's clock does not
+// move), no hand-off to another goroutine, and a batch of one.
+func TestIdleWriterCommitsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var batches []int
+		var byCaller []bool
+		o := Options{Now: time.Now, beforeCommit: func(records, _ int) {
+			batches = append(batches, records)
+			buf := make([]byte, 8<<10)
+			byCaller = append(byCaller, strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*Store).Record"))
+		}}
+		s, _ := openTemp(t, o)
+		start := time.Now()
+		for i := range 3 {
+			mustRecord(t, s, rec(fmt.Sprint("r", i), t0))
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("three Records on an idle writer took %v of the bubble's clock; want none", d)
+		}
+		if !reflect.DeepEqual(batches, []int{1, 1, 1}) || !reflect.DeepEqual(byCaller, []bool{true, true, true}) {
+			t.Errorf("commits of %v records, by the Record's own goroutine %v; want three of one, each by its Record", batches, byCaller)
+		}
+		// Committed, and not moved yet: that waits for moveDelay.
+		if n := rows(t, s.db, "inbox"); n != 3 {
+			t.Errorf("%d records in the inbox; want 3", n)
 		}
 	})
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-	b.ReportMetric(float64(b.N)/float64(max(s.Commits(), 1)), "rows/commit")
+}
+
+// A Record that leads the queue, and waits for the writer's lock, returns
+// as soon as someone else's commit takes its record, rather than waiting
+// for the lock only to commit what queued after it. (Waiting for the lock
+// made every commit one record long: each Record committed the next
+// one's.)
+func TestLeaderReturnsWhenAnotherCommitTakesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := openTemp(t, Options{Now: time.Now})
+		s.wlock <- struct{}{} // a commit under way
+		done := make(chan error, 1)
+		go func() { done <- s.Record(context.Background(), rec("a", t0)) }()
+		synctest.Wait() // "a" leads the queue and waits for the lock
+		s.commitQueued()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Record(a) = %v", err)
+			}
+		default:
+			t.Error("Record(a) still waits for the writer's lock after its record was committed")
+		}
+		<-s.wlock
+	})
+}
+
+// rows counts table's rows as they are now, without moving the inbox.
+func rows(t testing.TB, db *sql.DB, table string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM " + table).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+// The WAL stays bounded under a steady stream of records: the writer
+// checkpoints it whole, between commits. (A checkpoint on a connection of
+// its own never caught up with the commits, and the WAL grew by about
+// 10 KiB a record: 30 MiB here.)
+func TestWALStaysBounded(t *testing.T) {
+	s, path := openTemp(t, Options{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 750 {
+				mustRecord(t, s, rec(fmt.Sprint(w, "-", i), t0))
+			}
+		})
+	}
+	wg.Wait()
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 16<<20 {
+		t.Errorf("WAL is %d MiB after 3000 records; want it checkpointed and started again, a few MiB", fi.Size()>>20)
+	}
 }

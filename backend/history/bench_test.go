@@ -1,0 +1,75 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// BenchmarkRecord measures Record as the router sees it: callers
+// goroutines each record a request with two attempts and wait for its
+// commit, then record the next. ns/op is the time per record over all
+// callers; p50-µs and p99-µs are the latency of one Record call, what an
+// answer's end waits for (docs/DESIGN.md, "Durability").
+func BenchmarkRecord(b *testing.B) {
+	for _, callers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			s := openAt(b, filepath.Join(b.TempDir(), "history.db"), Options{})
+			benchRecord(b, s.Record, s.Commits, callers)
+		})
+	}
+}
+
+// benchRecord calls record b.N times from callers goroutines and reports
+// the latency of one call and the records per commit.
+func benchRecord(b *testing.B, record func(context.Context, fleet.RequestRecord) error, commits func() int64, callers int) {
+	recs := make([]fleet.RequestRecord, b.N)
+	for i := range recs {
+		r := rec(fmt.Sprint("b", i), t0)
+		r.Attempts = append([]fleet.Attempt{{
+			Candidate: "b", Outcome: fleet.OutcomeError, Fault: fleet.FaultServer, StartedAt: t0,
+			Deadline: time.Second, Duration: time.Millisecond, Error: "upstream HTTP 500", HTTPStatus: 500,
+		}}, r.Attempts...)
+		recs[i] = r
+	}
+	took := make([][]time.Duration, callers)
+	ctx := context.Background()
+	before := commits()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	for c := range callers {
+		took[c] = make([]time.Duration, 0, b.N/callers+1)
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				start := time.Now()
+				if err := record(ctx, recs[i]); err != nil {
+					b.Error(err)
+					return
+				}
+				took[c] = append(took[c], time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	all := slices.Concat(took...)
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)/2].Nanoseconds())/1e3, "p50-µs")
+		b.ReportMetric(float64(all[len(all)*99/100].Nanoseconds())/1e3, "p99-µs")
+	}
+	b.ReportMetric(float64(b.N)/float64(max(commits()-before, 1)), "records/commit")
+}
