@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
 import { startServer } from './lib/server.mjs';
-import { answerOf, setFault, waitRecord } from './lib/helpers.mjs';
+import { answerOf, candidateStatus, setFault, waitRecord } from './lib/helpers.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const artifacts = path.resolve(here, '..', process.env.ARTIFACTS ?? 'test-artifacts');
@@ -25,10 +25,15 @@ before(async () => {
 });
 after(async () => browser?.close());
 
-// Each test gets its own server (fresh breakers) and page.
-async function open(t) {
+// The desktop app's window (app.go), and the smallest size the UI is designed for.
+const WINDOW = { width: 1280, height: 820 };
+const SMALL = { width: 900, height: 600 };
+
+// Each test gets its own server (fresh breakers) and page. before(page)
+// runs before the UI loads (init scripts).
+async function open(t, { viewport = { width: 1280, height: 860 }, before } = {}) {
   const server = await startServer();
-  const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+  const page = await browser.newPage({ viewport });
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   t.after(async () => {
@@ -36,19 +41,32 @@ async function open(t) {
     await server.stop();
     assert.deepEqual(errors, [], 'the page threw');
   });
+  await before?.(page);
   await page.goto(server.url + '/');
   await page.getByTestId('prompt').waitFor();
   return { server, page };
 }
 
 const shot = (page, name) => page.screenshot({ path: path.join(artifacts, name + '.png'), fullPage: true });
+/** What the window shows, as it shows it (the screens scroll inside the window, so fullPage adds nothing). */
+const shotWindow = (page, name) => page.screenshot({ path: path.join(artifacts, name + '.png') });
+const shotOf = (locator, name) => locator.screenshot({ path: path.join(artifacts, name + '.png') });
+
+/** The demo fleet's servers (GET demo): the candidates a fault can be set on. */
+async function demoServers(server) {
+  const { servers } = await (await fetch(server.url + '/switchyard/v1/demo')).json();
+  return servers.map((s) => s.candidate);
+}
+
+/** The whole seconds of a countdown's "6s left". */
+const secsLeft = (text) => Number((/(\d+)s left/.exec(text) ?? [])[1]);
 
 async function ask(page, text) {
   await page.getByTestId('prompt').fill(text);
   await page.getByTestId('prompt').press('Enter');
 }
 
-describe('UI in Chromium', { timeout: 90_000 }, () => {
+describe('UI in Chromium', { timeout: 300_000 }, () => {
   test('a chat streams committed tokens and names the served model', async (t) => {
     const { page } = await open(t);
     await ask(page, 'Hello there');
@@ -123,6 +141,9 @@ describe('UI in Chromium', { timeout: 90_000 }, () => {
     const card = page.getByTestId('candidate-qwen3-8b');
     assert.doesNotMatch(await card.innerText(), /failures in a row/i);
     assert.match(await page.getByTestId('breaker-fact-qwen3-8b').innerText(), /open since\s+\d\d:\d\d:\d\d/i);
+    // ... and what tripped it, seen live as it opened.
+    assert.equal(await page.getByTestId('breaker-cause-qwen3-8b').innerText(), 'last failure: HTTP 500');
+    assert.match(await page.getByTestId('breaker-fact-qwen3-8b').getAttribute('title'), /tripped after failures in a row/);
     assert.match(await badge.getAttribute('title'), /tripped after repeated failures/);
     assert.match(await page.getByTestId('breaker-llama3.2-3b').getAttribute('title'), /healthy: requests go through/);
     await page.getByTestId('gpu-panel').waitFor();
@@ -148,22 +169,43 @@ describe('UI in Chromium', { timeout: 90_000 }, () => {
 
   test('when every candidate is down the answer says why once, one line per candidate', async (t) => {
     const { server, page } = await open(t);
-    const st = await (await fetch(server.url + '/switchyard/v1/status')).json();
-    const ids = st.candidates.map((c) => c.id);
-    for (const id of ids) await setFault(server, id, 'status:500');
+    // Every demo server answers 503 (what the fault panel sets with "Answer an HTTP error", 503).
+    const ids = await demoServers(server);
+    assert.equal(ids.length, 4);
+    for (const id of ids) await setFault(server, id, 'status:503');
     await ask(page, 'Anyone?');
     const answer = page.locator('[data-testid=answer][data-phase=failed]');
     await answer.waitFor({ timeout: 15_000 });
-    const lines = answer.locator('[data-testid=answer-error] li');
-    await page.waitForFunction((n) => document.querySelectorAll('[data-testid=answer-error] li').length === n, ids.length, { timeout: 10_000 });
+    const box = answer.getByTestId('answer-error');
+    const lines = box.locator(':scope > ul > li');
+    await page.waitForFunction((n) => document.querySelectorAll('[data-testid=answer-error] > ul > li').length === n, ids.length, { timeout: 10_000 });
     const text = await answer.innerText();
     assert.doesNotMatch(text, /all candidates failed:/, "the server's one-line summary is not shown next to the list");
+    assert.equal(text.split('could answer').length - 1, 1, 'the heading is shown once');
+    assert.match(await box.locator('strong').first().innerText(), /^None of the 4 candidates could answer:$/);
     for (const [i, id] of ids.entries()) {
       const line = await lines.nth(i).innerText();
       assert.ok(line.startsWith(id), `line ${i} names ${id}: ${line}`);
+      assert.match(line, /HTTP 503/);
+      // No "qwen3-8b: upstream HTTP 503: qwen3-8b: …" stutter: the UI adds no second name.
+      assert.doesNotMatch(line, new RegExp(`^${id.replace(/\./g, '\\.')}:?\\s.*\\b${id.replace(/\./g, '\\.')}:`), `"${line}" names its candidate once as a prefix`);
       assert.equal(text.split(line).length - 1, 1, `"${line}" is shown once`);
     }
+    // An embedding model the chain reached is set apart: it was never a way to answer a chat.
+    const unfit = answer.getByTestId('attempt-unfit');
+    if (await unfit.count()) assert.doesNotMatch(await unfit.innerText(), new RegExp(ids.map((x) => x.replace(/\./g, '\\.')).join('|')));
     await shot(page, 'ui-chat-all-down');
+
+    // History's timeline of the same request says the summary once too: each reason on its row.
+    await page.getByTestId('nav-history').click();
+    await page.getByTestId('history-row').first().click();
+    const timeline = page.getByTestId('timeline');
+    await timeline.waitFor({ timeout: 5_000 });
+    const tl = await timeline.innerText();
+    assert.doesNotMatch(tl, /all candidates failed:/);
+    assert.match(await timeline.getByTestId('timeline-error').innerText(), /candidates could answer; each one’s reason is on its row/);
+    for (const id of ids) assert.equal(tl.split(`(server ${id})`).length - 1, 1, `${id}'s reason is shown once in the timeline`);
+    await shotOf(timeline, 'ui-history-all-down');
   });
 
   test("a long config path stays in its column at 1280 and 900 px", async (t) => {
@@ -232,5 +274,189 @@ describe('UI in Chromium', { timeout: 90_000 }, () => {
     await page.mouse.move(over.x + over.width - 3, over.y + over.height / 2);
     await page.waitForFunction(() => /^\d\d:\d\d–\d\d:\d\d$/.test(document.querySelector('[data-testid=chart-ttft] .u-legend .u-series .u-value')?.textContent ?? ''), null, { timeout: 5_000 });
     await shot(page, 'ui-history-charts-hover');
+  });
+
+  test("a stalled candidate's first-token deadline counts down in the chat and on its Fleet card, then moves on", async (t) => {
+    const { server, page } = await open(t, { viewport: WINDOW });
+    // The first two candidates stall after their headers; the third answers.
+    await setFault(server, 'qwen3-8b', 'hang_first_token');
+    await setFault(server, 'llama3.2-3b', 'hang_first_token');
+    const deadline = (await candidateStatus(server, 'qwen3-8b')).deadline_ms / 1000;
+    assert.equal(deadline, 8, "the demo fleet's first-token deadline is 8 s");
+    await ask(page, 'Is anyone there?');
+
+    // Chat: the pending answer names the candidate waited on and counts its deadline down.
+    const waitOn = (id) => page.locator(`[data-testid=answer] [data-testid=wait][data-candidate="${id}"]`);
+    await waitOn('qwen3-8b').waitFor({ timeout: 5_000 });
+    const left = page.locator('[data-testid=answer] [data-testid=wait-countdown] .deadline-text');
+    const first = secsLeft(await left.innerText());
+    assert.ok(first >= 6 && first <= deadline, `starts near the deadline: ${first}s`);
+    await page.waitForFunction(
+      (f) => Number((/(\d+)s left/.exec(document.querySelector('[data-testid=answer] [data-testid=wait-countdown] .deadline-text')?.textContent ?? '') ?? [])[1]) < f,
+      first,
+      { timeout: 3_000 },
+    );
+    assert.match(await waitOn('qwen3-8b').innerText(), /Waiting for qwen3-8b’s first token/);
+    await shotWindow(page, 'ui-chat-stall-countdown');
+
+    // Fleet: the same wait on qwen3-8b's card, and on no other.
+    await page.getByTestId('nav-fleet').click();
+    await page.getByTestId('wait-qwen3-8b').waitFor({ timeout: 3_000 });
+    assert.ok(secsLeft(await page.getByTestId('wait-countdown-qwen3-8b').innerText()) <= deadline);
+    assert.equal(await page.getByTestId('wait-llama3.2-3b').count(), 0);
+    await shotWindow(page, 'ui-fleet-stall-countdown');
+
+    // The deadline passes: the wait moves to the next candidate, on Fleet and in the chat.
+    await page.getByTestId('wait-llama3.2-3b').waitFor({ timeout: (deadline + 4) * 1000 });
+    await page.getByTestId('wait-qwen3-8b').waitFor({ state: 'detached', timeout: 2_000 });
+    assert.ok(secsLeft(await page.getByTestId('wait-countdown-llama3.2-3b').innerText()) >= deadline - 1);
+    await shotOf(page.getByTestId('candidate-llama3.2-3b'), 'ui-fleet-stall-next-card');
+    await page.getByTestId('nav-chat').click();
+    await waitOn('llama3.2-3b').waitFor({ timeout: 3_000 });
+    assert.equal(await page.locator('[data-testid=answer] [data-testid=wait]').count(), 1, 'one wait at a time');
+    assert.match(await page.getByTestId('wait-failed').first().innerText(), /qwen3-8b\s+no first token in 8s/);
+    await shotWindow(page, 'ui-chat-stall-next');
+
+    // The third candidate answers: the waits are gone, the footer says what the wait cost.
+    await page.locator('[data-testid=answer][data-phase=done]').waitFor({ timeout: (deadline + 6) * 1000 });
+    assert.equal(await page.getByTestId('wait').count(), 0);
+    assert.match(await page.getByTestId('served-model').innerText(), /qwen3-32b-vllm/);
+    assert.match(await page.getByTestId('ttft').innerText(), /^time to first token \d+ s \(model \d+ ms, failover 1\d s\)$/);
+    await shotWindow(page, 'ui-chat-stall-done');
+  });
+
+  test('the GPU panel shows the simulated GPUs with memory gauges, and memory pressure fills one', async (t) => {
+    const { page } = await open(t, { viewport: WINDOW });
+    await page.getByTestId('nav-fleet').click();
+    const panel = page.getByTestId('gpu-panel');
+    await panel.getByTestId('gpu-simulated').waitFor({ timeout: 5_000 });
+    assert.equal((await panel.getByTestId('gpu-simulated').innerText()).trim(), 'simulated');
+    assert.match(await panel.getByTestId('gpu-simulated').getAttribute('title'), /without an NVIDIA card/);
+    const gauges = panel.locator('[data-testid^=gpu-memory-]');
+    assert.equal(await gauges.count(), 4, 'four simulated GPUs');
+    const readings = () =>
+      gauges.evaluateAll((gs) => gs.map((g) => [g.dataset.tone, Number(g.querySelector('[role=meter]').getAttribute('aria-valuenow'))]));
+    assert.deepEqual(await readings(), [['ok', 38], ['ok', 38], ['ok', 38], ['ok', 38]], '9 GiB of 24 GiB each');
+    assert.match(await panel.innerText(), /9\.0 GiB \/ 24\.0 GiB/);
+    await shotOf(panel, 'ui-gpu-simulated');
+
+    await page.getByTestId('preset-gpu-memory-pressure-on-qwen3-8b').click();
+    await page.waitForFunction(() => document.querySelector('[data-testid=gpu-memory-0]')?.dataset.tone === 'bad', null, { timeout: 5_000 });
+    const [full, ...rest] = await readings();
+    assert.equal(full[0], 'bad');
+    assert.ok(full[1] >= 95, `GPU 0 is nearly full: ${full[1]}%`);
+    assert.deepEqual(rest, [['ok', 38], ['ok', 38], ['ok', 38]]);
+    await panel.getByTestId('gpu-demoted-qwen3-8b').waitFor({ timeout: 5_000 });
+    assert.match(await panel.getByTestId('gpu-demoted-qwen3-8b').innerText(), /qwen3-8b demoted.*free 0\.6 GiB/);
+    await page.getByTestId('demoted-qwen3-8b').waitFor();
+    await shotOf(panel, 'ui-gpu-pressure');
+    await shotWindow(page, 'ui-fleet-gpu-pressure');
+  });
+
+  test('the window says where the API listens, and why not on the address it wanted', async (t) => {
+    // The desktop app takes a free port when 8484 is taken (status.listen_taken);
+    // `serve` does not, so the events are changed on their way into the page.
+    const { server, page } = await open(t, {
+      viewport: WINDOW,
+      before: (p) =>
+        p.addInitScript(() => {
+          const real = window.fetch.bind(window);
+          window.fetch = async (input, init) => {
+            const res = await real(input, init);
+            const url = typeof input === 'string' ? input : input.url;
+            if (!url.includes('/switchyard/v1/events') || !res.body) return res;
+            const dec = new TextDecoder();
+            const enc = new TextEncoder();
+            const taken = new TransformStream({
+              transform(chunk, ctl) {
+                ctl.enqueue(enc.encode(dec.decode(chunk, { stream: true }).replaceAll('"listen_taken":""', '"listen_taken":"127.0.0.1:8484"')));
+              },
+            });
+            return new Response(res.body.pipeThrough(taken), { status: res.status, headers: res.headers });
+          };
+        }),
+    });
+    const addr = `127.0.0.1:${server.port}`;
+    const banner = page.getByTestId('listen-banner');
+    await banner.waitFor({ timeout: 5_000 });
+    assert.match(await banner.innerText(), new RegExp(`^127\\.0\\.0\\.1:8484 was in use \\(another Switchyard\\?\\), so the API is on ${addr.replace(/\./g, '\\.')}\\.`));
+    const side = page.getByTestId('api-address');
+    assert.match(await side.innerText(), new RegExp(`API\\s+${addr.replace(/\./g, '\\.')}`));
+    assert.match(await side.innerText(), /127\.0\.0\.1:8484 was in use/);
+    await shotWindow(page, 'ui-listen-taken');
+    await page.getByTestId('nav-settings').click();
+    assert.match(await page.getByTestId('settings-listen-why').innerText(), /127\.0\.0\.1:8484 was in use \(another Switchyard\?\), so the API is on/);
+    await shotWindow(page, 'ui-settings-listen-taken');
+    await banner.getByRole('button', { name: 'Hide' }).click();
+    assert.equal(await banner.count(), 0, 'the banner can be hidden');
+    assert.match(await side.innerText(), /was in use/, 'the status line still says it');
+  });
+
+  test('every screen at the window size and at 900×600: nothing cut off, overflowing or blank', async (t) => {
+    const { server, page } = await open(t, { viewport: WINDOW });
+    // The address, where it is wanted: no banner, the status line names it.
+    await page.getByTestId('api-address').waitFor({ timeout: 5_000 });
+    assert.match(await page.getByTestId('api-address').innerText(), new RegExp(`^API\\s+127\\.0\\.0\\.1:${server.port}$`));
+    assert.equal(await page.getByTestId('listen-banner').count(), 0);
+
+    // The empty chat reads from its top, even in a small window.
+    await page.setViewportSize(SMALL);
+    const emptyTop = await page.evaluate(() => {
+      const log = document.querySelector('.chat-log');
+      const h = document.querySelector('.empty-chat h2').getBoundingClientRect();
+      const box = log.getBoundingClientRect();
+      return { scrollTop: log.scrollTop, headingVisible: h.top >= box.top && h.bottom <= box.bottom };
+    });
+    assert.deepEqual(emptyTop, { scrollTop: 0, headingVisible: true });
+    await shotWindow(page, 'ui-screen-chat-empty-900x600');
+    await page.setViewportSize(WINDOW);
+
+    // Something on every screen: an answer, two broken servers (the Chat header names them), history.
+    await ask(page, 'Hello');
+    await page.locator('[data-testid=answer][data-phase=done]').waitFor({ timeout: 15_000 });
+    await setFault(server, 'qwen3-32b-vllm', 'status:503');
+    await setFault(server, 'mistral-7b-llamacpp', 'hang_first_token');
+
+    const ready = { chat: '[data-testid=answer]', fleet: '[data-testid=candidate-qwen3-8b]', history: '[data-testid=history-row]', settings: '[data-testid=config-yaml]' };
+    for (const size of [WINDOW, SMALL]) {
+      await page.setViewportSize(size);
+      for (const [screen, sel] of Object.entries(ready)) {
+        await page.getByTestId(`nav-${screen}`).click();
+        await page.locator(sel).first().waitFor({ timeout: 10_000 });
+        if (screen === 'chat') await page.getByTestId('fault-active').waitFor({ timeout: 10_000 });
+        await page.waitForTimeout(300);
+        const problems = await page.evaluate(() => {
+          const main = document.querySelector('#main');
+          const out = [];
+          const doc = document.documentElement;
+          if (doc.scrollWidth > doc.clientWidth) out.push(`the page scrolls sideways by ${doc.scrollWidth - doc.clientWidth}px`);
+          if (main.scrollWidth > main.clientWidth) out.push(`the screen scrolls sideways by ${main.scrollWidth - main.clientWidth}px`);
+          // Anything sticking out past the screen's right edge, but inside a box that scrolls or clips.
+          const right = main.getBoundingClientRect().left + main.clientWidth + 1;
+          for (const el of main.querySelectorAll('*')) {
+            let clipped = false;
+            for (let p = el.parentElement; p && p !== main; p = p.parentElement) {
+              if (getComputedStyle(p).overflowX !== 'visible') {
+                clipped = true;
+                break;
+              }
+            }
+            const r = el.getBoundingClientRect();
+            if (!clipped && r.width > 0 && r.right > right) out.push(`${el.tagName.toLowerCase()}.${el.className} ends ${Math.round(r.right - right)}px past the edge`);
+          }
+          // A screen head's parts side by side, not on top of each other.
+          const head = [...main.querySelectorAll('.screen-head > *')].map((e) => e.getBoundingClientRect()).filter((r) => r.width > 0);
+          for (let i = 0; i < head.length; i++)
+            for (let j = i + 1; j < head.length; j++) {
+              const [a, b] = [head[i], head[j]];
+              if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1) out.push(`screen head parts ${i} and ${j} overlap`);
+            }
+          if (!main.innerText.trim()) out.push('the screen is blank');
+          return out.slice(0, 8);
+        });
+        assert.deepEqual(problems, [], `${screen} at ${size.width}×${size.height}`);
+        await shotWindow(page, `ui-screen-${screen}-${size.width}x${size.height}`);
+      }
+    }
   });
 });

@@ -73,7 +73,7 @@ var faultTable = []faultRow{
 			return true, nil
 		}}},
 	{kind: FaultBusy, label: "Busy",
-		about: `Sheds load: Ollama answers 503 "server busy", OpenAI-style servers 429 with a Retry-After of DUR.`,
+		about: `Sheds load: Ollama answers 503 "server busy", OpenAI-style servers 429 with a Retry-After of the given duration.`,
 		param: duration("retry after DUR", func(f *Fault) *time.Duration { return &f.RetryAfter }, DefaultRetryAfter),
 		phases: phases{respond: func(a *reply) (bool, error) {
 			a.d.writeBusy(a.w, a.fault.RetryAfter)
@@ -142,7 +142,7 @@ var faultTable = []faultRow{
 			return true, a.send(a.d.garbage(a.x))
 		}}},
 	{kind: FaultSlow, label: "Slow tokens",
-		about: "Answers normally, DUR between two tokens.",
+		about: "Answers normally, with the given pause between two tokens.",
 		param: duration("DUR apart", func(f *Fault) *time.Duration { return &f.Gap }, DefaultSlowGap),
 		phases: phases{token: func(a *reply, t token) (bool, error) {
 			return false, a.token(t, a.fault.Gap)

@@ -328,6 +328,13 @@ func (s *System) startDemo() error {
 	}
 	s.demo = f
 	s.cfg.Chat = demoChat(f)
+	// The demo's embedding models make embeddings only, as their servers
+	// would say: chats never try them.
+	for _, c := range s.cfg.Chat.Candidates {
+		if c.Embeddings {
+			s.learned[c.ID] = learned{embeds: true, embedOnly: true}
+		}
+	}
 	// Deadlines that make a stall visible in seconds, as a learned one
 	// would, rather than the minute a real fleet allows an unknown model.
 	s.cfg.Selection.FirstTokenTimeout = DemoFirstTokenTimeout

@@ -123,6 +123,11 @@ func TestDemoModeAndStatus(t *testing.T) {
 	if !st.Demo || len(st.Candidates) != 6 || st.Config.Source != string(SourceDemo) {
 		t.Fatalf("status = %+v", st)
 	}
+	for _, c := range st.Candidates[4:] {
+		if !c.Embeds || !c.EmbedOnly {
+			t.Errorf("%s: embeds %v, embed_only %v; want an embedding model that chats never try", c.ID, c.Embeds, c.EmbedOnly)
+		}
+	}
 	// The demo machine has one simulated GPU per server, said to be
 	// simulated, so the GPU panel shows without an NVIDIA card.
 	if !st.GPU.Available || !st.GPU.Simulated || len(st.GPU.Devices) != 4 {

@@ -1,5 +1,6 @@
 // The live activity feed: one line per interesting event.
 
+import { breakerHint, breakerLabel } from './fleet/breaker';
 import { formatMs, humanOutcome, humanStatus } from './format';
 import type { LiveEvent } from './types';
 
@@ -10,6 +11,8 @@ export interface ActivityItem {
   at: number;
   tone: Tone;
   text: string;
+  /** Words on hover, where the line's terms need them. */
+  title?: string;
   requestId?: string;
 }
 
@@ -59,7 +62,8 @@ export function describeEvent(e: LiveEvent, key: number, at: number): ActivityIt
         key,
         at,
         tone: b.to === 'open' ? 'bad' : b.to === 'closed' ? 'ok' : 'warn',
-        text: `${b.candidate} breaker ${b.from} → ${b.to}${cause}`,
+        text: `${b.candidate} breaker ${breakerLabel(b.from)} → ${breakerLabel(b.to)}${cause}`,
+        title: `${b.candidate}’s circuit breaker: ${breakerHint(b.to)}`,
       };
     }
     case 'config': {

@@ -5,6 +5,7 @@ import { ChatSession } from './chat/session';
 import { FleetScreen } from './fleet/FleetScreen';
 import { HistoryScreen } from './history/HistoryScreen';
 import { useObservable } from './hooks';
+import { listenWords } from './listen';
 import { SCREENS, parseRoute, routeHash, type Route } from './route';
 import { SettingsScreen } from './settings/SettingsScreen';
 import { LiveStore } from './store';
@@ -77,6 +78,8 @@ export function App() {
 
   const status = live.status;
   const configError = status?.config?.error;
+  const listen = status ? listenWords(status) : null;
+  const [hideListen, setHideListen] = useState('');
 
   return (
     <div class="app">
@@ -112,6 +115,24 @@ export function App() {
             {live.conn.kind === 'open' ? 'live' : live.conn.kind === 'connecting' ? 'connecting' : live.conn.kind === 'unauthorized' ? 'needs key' : 'offline'}
             {status?.version && <span class="muted"> · v{status.version}</span>}
           </div>
+          {listen?.address && (
+            <div
+              class={`api-addr small ${listen.taken ? 'api-addr-moved' : ''}`}
+              data-testid="api-address"
+              title={
+                listen.taken
+                  ? `${listen.why} Apps set up for ${listen.taken} must use ${listen.address} instead.`
+                  : `Switchyard's API listens on ${listen.address}: point OpenAI- and Ollama-speaking apps here.`
+              }
+            >
+              <span class="muted">API</span> <span class="mono">{listen.address}</span>
+              {listen.taken && (
+                <span class="api-addr-why" data-testid="api-address-why">
+                  {listen.taken} was in use
+                </span>
+              )}
+            </div>
+          )}
           <button
             type="button"
             class="btn btn-ghost btn-small theme-toggle"
@@ -130,16 +151,26 @@ export function App() {
 
       <main id="main" class={`main ${route.screen === 'chat' ? 'main-fill' : ''}`} tabIndex={-1}>
         <ConnectionBanner conn={live.conn} everConnected={everConnected} base={client.baseURL()} onRetry={() => live.retryNow()} />
+        {listen?.taken && hideListen !== listen.taken && (
+          <div class="banner banner-warn" role="status" data-testid="listen-banner">
+            <span class="banner-text">
+              <strong>{listen.why}</strong> Apps set up for {listen.taken} must use{' '}
+              <span class="mono">{listen.address}</span> while this Switchyard runs.
+            </span>
+            <button type="button" class="btn btn-ghost btn-small banner-close" onClick={() => setHideListen(listen.taken)}>
+              Hide
+            </button>
+          </div>
+        )}
         {status?.demo && (
           <div class="banner banner-demo" data-testid="demo-banner" role="note">
-            <strong>Demo fleet — simulated servers.</strong>
-            <span>
-              No real model runs here. Break a server from{' '}
+            <p>
+              <strong>Demo fleet — simulated servers.</strong> No real model runs here. Break a server from{' '}
               <a href="#/fleet" class="link">
                 Fleet
               </a>{' '}
               or the Demo faults menu on Chat, and watch Switchyard fail over.
-            </span>
+            </p>
           </div>
         )}
         {status?.history && !status.history.ok && (

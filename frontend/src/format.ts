@@ -127,3 +127,21 @@ export function humanStatus(status: string): string {
       return status.replace(/_/g, ' ');
   }
 }
+
+/**
+ * failureSummary says in words why a request got no answer when its error
+ * is only the sum of its attempts' (failure `unavailable` or
+ * `no_candidates`: "all candidates failed: a: …; b: …"), for views that
+ * show each attempt's reason beside it; '' for the other failures, whose
+ * error says something the attempts do not.
+ */
+export function failureSummary(failure: string, attempts: number): string {
+  switch (failure) {
+    case 'unavailable':
+      return attempts > 1 ? `None of the ${attempts} candidates could answer; each one’s reason is on its row.` : 'The candidate could not answer; its reason is on its row.';
+    case 'no_candidates':
+      return 'No candidate could take the request now; each one’s reason is on its row.';
+    default:
+      return '';
+  }
+}

@@ -4,6 +4,7 @@ import { failoverSummary, firstTokenTime } from './chat/failover';
 import { modelOptions } from './chat/models';
 import { failoverColumns, ttftColumns } from './history/chartData';
 import { NO_FILTERS, matches, mergeNewest, toQuery } from './history/filters';
+import { listenWords } from './listen';
 import { parseRoute, routeHash } from './route';
 import type { Attempt, CandidateStatus, RequestRecord, Status } from './types';
 
@@ -121,13 +122,26 @@ describe('failoverSummary', () => {
       title: 'Time to first token: 420 ms from Send to the first token, measured in this browser.',
     });
     const direct = firstTokenTime(420, req({ ttft_ms: 398 }))!;
-    expect(direct.text).toBe('time to first token 420 ms (398 ms in Switchyard)');
+    expect(direct.text).toBe('time to first token 420 ms (398 ms at Switchyard)');
     expect(direct.text).not.toMatch(/router/);
     expect(direct.title).toContain('Switchyard measured 398 ms from receiving the request to the first token of llama3-vllm.');
+    expect(direct.title).toContain('The other 22 ms is the trip between this browser and Switchyard.');
     const failover = firstTokenTime(700, req({ ttft_ms: 251, is_fallback: true }))!;
-    expect(failover.text).toBe('time to first token 700 ms (251 ms in Switchyard, includes failover)');
-    expect(failover.title).toContain('including the time spent on the candidates that failed before it');
+    expect(failover.text).toBe('time to first token 700 ms (251 ms at Switchyard, includes failover)');
+    expect(failover.title).toContain('the time spent on the candidates that failed before it');
     expect(firstTokenTime(null, req({ ttft_ms: 2100 }))!.text).toBe('time to first token 2.1 s');
+  });
+
+  it("firstTokenTime splits Switchyard's time into the model's own and what came before it", () => {
+    const served = att({ order: 1, candidate: 'llama3-vllm', outcome: 'success', ttft_ms: 153 });
+    const stalled = att({ order: 0, candidate: 'qwen3-8b', outcome: 'timeout', error: 'no first token in 8s' });
+    const fo = firstTokenTime(8210, req({ ttft_ms: 8155, is_fallback: true, attempts: [stalled, served] }))!;
+    expect(fo.text).toBe('time to first token 8.2 s (model 153 ms, failover 8.0 s)');
+    expect(fo.title).toContain("Of that, 153 ms was the model’s own time (from being asked to its first token) and 8.0 s came before it was asked: the candidates that failed first");
+    const direct = firstTokenTime(300, req({ ttft_ms: 251, attempts: [att({ candidate: 'llama3-vllm', ttft_ms: 248 })] }))!;
+    expect(direct.text).toBe('time to first token 300 ms (model 248 ms)');
+    expect(direct.title).toContain('3 ms came before it was asked: Switchyard’s routing.');
+    expect(direct.title).toContain('The other 49 ms is the trip between this browser and Switchyard.');
   });
 });
 
@@ -193,7 +207,10 @@ describe('activity feed', () => {
     expect(describeEvent({ type: 'status', data: {} as Status }, 1, 0)).toBeNull();
     expect(
       describeEvent({ type: 'breaker', data: { breaker: { candidate: 'a', from: 'closed', to: 'open', at: '', cause: '2 failures' } } }, 1, 0),
-    ).toMatchObject({ tone: 'bad', text: 'a breaker closed → open (2 failures)' });
+    ).toMatchObject({ tone: 'bad', text: 'a breaker closed → open (2 failures)', title: expect.stringContaining('tripped after repeated failures') });
+    expect(
+      describeEvent({ type: 'breaker', data: { breaker: { candidate: 'a', from: 'open', to: 'half_open', at: '', cause: 'cool-down over' } } }, 1, 0),
+    ).toMatchObject({ tone: 'warn', text: 'a breaker open → half-open (cool-down over)', title: 'a’s circuit breaker: Half-open — cool-down over: the next request is a single trial.' });
     expect(
       describeEvent({ type: 'attempt', data: { request_id: 'r', attempt: att({ candidate: 'a', outcome: 'timeout', error: 'no first token in 2s' }) } }, 2, 0),
     ).toMatchObject({ tone: 'bad', text: 'a timeout: no first token in 2s', requestId: 'r' });
@@ -201,6 +218,15 @@ describe('activity feed', () => {
     expect(
       describeEvent({ type: 'request_done', data: { request_id: 'abcdefghij', request: req({ id: 'abcdefghij', is_fallback: true, latency_ms: 2100 }) } }, 4, 0),
     ).toMatchObject({ tone: 'warn', text: 'request …efghij ok by llama3-vllm after failover in 2.1 s' });
+  });
+});
+
+describe('listenWords', () => {
+  it('says where the API is and, when the address wanted was taken, why not there', () => {
+    expect(listenWords({ listen: '127.0.0.1:8484', listen_taken: '' })).toEqual({ address: '127.0.0.1:8484', taken: '', why: '' });
+    expect(listenWords({ listen: '127.0.0.1:39421', listen_taken: '127.0.0.1:8484' }).why).toBe(
+      '127.0.0.1:8484 was in use (another Switchyard?), so the API is on 127.0.0.1:39421.',
+    );
   });
 });
 
@@ -230,6 +256,9 @@ describe('modelOptions', () => {
       'b (breaker open)',
       'd (no thinking)',
     ]);
+    const b = modelOptions(status, [], false).find((o) => o.id === 'b')!;
+    expect(b.title).toBe('Circuit breaker: Open — tripped after repeated failures: skipped until the cool-down ends.');
+    expect(modelOptions(status, [], false).find((o) => o.id === 'a')!.title).toBeUndefined();
   });
 });
 

@@ -1,10 +1,12 @@
 // LiveStore keeps what the live event stream says: the latest status (with
 // when it arrived, for local countdowns), the connection state, a short
-// activity feed and the last few finished requests.
+// activity feed, the requests in flight (inflight.ts), the last breaker
+// change of each candidate and the last few finished requests.
 
 import { describeEvent, type ActivityItem } from './activity';
 import type { Client, ConnState, Subscription } from './api';
-import type { LiveEvent, RequestRecord, Status } from './types';
+import { InFlight } from './inflight';
+import type { BreakerChange, LiveEvent, RequestRecord, Status } from './types';
 
 const FEED_MAX = 60;
 const RECENT_MAX = 50;
@@ -19,6 +21,10 @@ export class LiveStore {
   feed: ActivityItem[] = [];
   /** Bumped on each `config` event so the Settings screen refetches. */
   configVersion = 0;
+  /** The requests in flight: first-token waits and the attempts failed so far. */
+  readonly inflight = new InFlight();
+  /** The last breaker change seen of each candidate, with its cause; only those since the page opened. */
+  breakerChanges = new Map<string, BreakerChange>();
 
   private listeners = new Set<() => void>();
   private doneListeners = new Set<Listener<RequestRecord>>();
@@ -34,6 +40,9 @@ export class LiveStore {
       onEvent: (e) => this.apply(e, Date.now()),
       onState: (s) => {
         this.conn = s;
+        // Events may have been lost while the link was down: waits could
+        // count down for attempts long over.
+        if (s.kind !== 'open') this.inflight.clear();
         this.notify();
       },
     });
@@ -66,6 +75,7 @@ export class LiveStore {
 
   /** apply folds one event into the store. Exported behaviour for tests and the mock. */
   apply(e: LiveEvent, now: number): void {
+    this.inflight.apply(e, now);
     if (e.type === 'status') {
       this.status = e.data;
       this.statusAt = now;
@@ -80,6 +90,10 @@ export class LiveStore {
         for (const fn of this.doneListeners) fn(r);
       }
       if (e.type === 'config') this.configVersion++;
+      if (e.type === 'breaker') {
+        const b = e.data.breaker;
+        this.breakerChanges = new Map(this.breakerChanges).set(b.candidate, b);
+      }
       const item = describeEvent(e, ++this.seq, now);
       if (item) this.feed = [item, ...this.feed].slice(0, FEED_MAX);
     }

@@ -47,6 +47,13 @@ describe('formatTick', () => {
 });
 
 describe('layoutTimeline', () => {
+  it('never splits a millisecond: a request over in 1 ms has one tick per label', () => {
+    const l = layoutTimeline(T0, 1, [attempt(0, 0, 0, 8000, 'error'), attempt(1, 1, 0, 8000, 'error')]);
+    const labels = l.ticks.map((t) => t.label);
+    expect(labels).toEqual(['0', '1 ms']);
+    expect(new Set(labels).size).toBe(labels.length);
+  });
+
   it('places a timeout then a success on one axis', () => {
     // c0 times out at its 2 s deadline; c1 starts 5 ms later and takes 1.9 s.
     const l = layoutTimeline(T0, 3905, [attempt(0, 0, 2000, 2000, 'timeout'), attempt(1, 2005, 1900, 60000)]);

@@ -74,7 +74,8 @@ export function layoutTimeline(
     cursor = end;
   }
   const span = Math.max(latencyMs || 0, ...placed.map((p) => p.endMs), 0);
-  const step = niceStep(span > 0 ? span : 100);
+  // Times are whole milliseconds: a finer step would only repeat its labels.
+  const step = Math.max(1, niceStep(span > 0 ? span : 100));
   const axisMs = Math.max(step, Math.ceil((span > 0 ? span : 100) / step) * step);
   const pct = (ms: number) => (ms / axisMs) * 100;
 

@@ -7,12 +7,16 @@ import { act } from 'preact/test-utils';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Client } from './api';
 import { Answer } from './chat/Answer';
-import type { AnswerTurn } from './chat/session';
+import { ChatScreen } from './chat/ChatScreen';
+import { ChatSession, type AnswerTurn } from './chat/session';
 import { FaultPanel } from './demo/FaultPanel';
 import { CandidateCard } from './fleet/CandidateCard';
+import { GpuPanel } from './fleet/GpuPanel';
 import { HistoryScreen } from './history/HistoryScreen';
+import { Timeline } from './history/Timeline';
+import { SettingsScreen } from './settings/SettingsScreen';
 import { LiveStore } from './store';
-import type { Attempt, CandidateStatus, DemoState, RequestRecord } from './types';
+import type { Attempt, CandidateStatus, ConfigDoc, DemoState, GPUStatus, LiveEvent, RequestRecord, Status } from './types';
 
 let root: HTMLElement;
 beforeEach(() => {
@@ -65,7 +69,7 @@ function rec(p: Partial<RequestRecord>): RequestRecord {
 function turn(p: Partial<AnswerTurn>): AnswerTurn {
   return {
     kind: 'answer', key: 1, model: 'auto', thinking: false, phase: 'done', content: '', reasoning: '',
-    route: null, startedAt: 0, ttftMs: null, thoughtMs: null, record: null, error: null, truncated: false, ...p,
+    route: null, startedAt: 0, liveMark: 0, ttftMs: null, thoughtMs: null, record: null, error: null, truncated: false, ...p,
   };
 }
 
@@ -184,13 +188,51 @@ describe('Answer', () => {
   });
 
   it('names the time to first token and explains both measurements on hover', async () => {
-    const record = rec({ status: 'ok', served_candidate: 'llama3.2-3b', is_fallback: true, ttft_ms: 251 });
+    const served = att({ order: 1, candidate: 'llama3.2-3b', outcome: 'success', fault: '', ttft_ms: 98 });
+    const record = rec({ status: 'ok', served_candidate: 'llama3.2-3b', is_fallback: true, ttft_ms: 251, attempts: [attempts[0]!, served] });
     await show(<Answer turn={turn({ content: 'hi', ttftMs: 300, record })} />);
     const ttft = root.querySelector('[data-testid=ttft]') as HTMLElement;
-    expect(ttft.textContent).toBe('time to first token 300 ms (251 ms in Switchyard, includes failover)');
+    expect(ttft.textContent).toBe('time to first token 300 ms (model 98 ms, failover 153 ms)');
     expect(ttft.textContent).not.toContain('router');
     expect(ttft.title).toContain('measured in this browser');
     expect(ttft.title).toContain('Switchyard measured 251 ms');
+    expect(ttft.title).toContain('98 ms was the model’s own time');
+  });
+
+  it('sets apart the candidates that cannot do this kind of request', async () => {
+    const embed = att({ order: 3, candidate: 'qwen3-embedding-0.6b', fault: 'capability', error: 'skipped: the model does not support completion (it makes embeddings only)' });
+    await show(<Answer turn={turn({ phase: 'failed', error: message, record: rec({ attempts: [...attempts, embed] }) })} />);
+    const box = root.querySelector('[data-testid=answer-error]')!;
+    expect(box.querySelector('strong')!.textContent).toBe('None of the 3 candidates could answer:');
+    expect(box.querySelector('[data-testid=attempt-unfit]')!.textContent).toContain('qwen3-embedding-0.6b');
+    expect(count(box.textContent ?? '', 'qwen3-embedding-0.6b')).toBe(1);
+  });
+
+  it('lists the attempts the live events told while the record is on its way', async () => {
+    const progress = { requestId: 'r1', seq: 1, seenAt: 0, waits: [], failed: attempts, committed: null };
+    await show(<Answer turn={turn({ phase: 'failed', error: message, record: null })} progress={progress} />);
+    const box = root.querySelector('[data-testid=answer-error]')!;
+    expect([...box.querySelectorAll('li')].map((li) => li.textContent)).toEqual(attempts.map((a) => `${a.candidate} ${a.error}`));
+    expect(box.textContent).not.toContain('all candidates failed:');
+  });
+});
+
+describe('Timeline', () => {
+  const attempts = ['qwen3-8b', 'llama3.2-3b'].map((c, i) =>
+    att({ order: i, candidate: c, error: `upstream HTTP 503: simulated HTTP 503 (server ${c})`, http_status: 503, started_at: '2026-05-14T19:36:00Z', duration_ms: 2 }),
+  );
+  const error = `all candidates failed: ${attempts.map((a) => `${a.candidate}: ${a.error}`).join('; ')}`;
+
+  it("says an all-candidates-failed error once: each reason on its attempt's row", async () => {
+    await show(<Timeline r={rec({ error, failure: 'unavailable', attempts })} onClose={() => {}} />);
+    const text = root.textContent ?? '';
+    for (const a of attempts) expect(count(text, a.error)).toBe(1);
+    expect(root.querySelector('[data-testid=timeline-error]')!.textContent).toBe('None of the 2 candidates could answer; each one’s reason is on its row.');
+  });
+
+  it('keeps an error that says more than the attempts', async () => {
+    await show(<Timeline r={rec({ error: 'model "x" not found', failure: 'unknown_model', attempts: [] })} onClose={() => {}} />);
+    expect(root.querySelector('[data-testid=timeline-error]')!.textContent).toBe('model "x" not found');
   });
 });
 
@@ -224,5 +266,151 @@ describe('CandidateCard', () => {
     await show(card(cand({ state: 'half_open' })));
     expect(badge().title).toBe('Half-open — cool-down over: the next request is a single trial.');
     expect(root.textContent).toContain('Half-open since');
+  });
+});
+
+describe('CandidateCard while a request waits on it', () => {
+  const c: CandidateStatus = {
+    id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
+    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+    breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z' },
+  };
+  const wait = { requestId: 'r1', candidate: 'qwen3-8b', order: 0, cold: false, deadlineMs: 8000, endsAt: 8000 };
+
+  it('counts down the first-token deadline of the request that waits', async () => {
+    await show(<CandidateCard c={c} receivedAt={0} now={2500} isDefault isDeep={false} waits={[wait]} />);
+    const box = root.querySelector('[data-testid=wait-qwen3-8b]') as HTMLElement;
+    expect(box.textContent).toContain('Waiting for its first token');
+    expect(root.querySelector('[data-testid=wait-countdown-qwen3-8b] .deadline-text')!.textContent).toBe('6s left');
+    expect(box.title).toContain('8.0 s');
+    await show(<CandidateCard c={c} receivedAt={0} now={2500} isDefault isDeep={false} />);
+    expect(root.querySelector('[data-testid=wait-qwen3-8b]')).toBeNull();
+  });
+
+  it('says what tripped an open breaker when the page saw it open', async () => {
+    const open = { ...c, breaker: { ...c.breaker, state: 'open' as const, remaining_ms: 30000 } };
+    const change = { candidate: 'qwen3-8b', from: 'closed' as const, to: 'open' as const, at: '', cause: 'HTTP 500' };
+    await show(<CandidateCard c={open} receivedAt={0} now={0} isDefault isDeep={false} change={change} />);
+    expect(root.querySelector('[data-testid=breaker-cause-qwen3-8b]')!.textContent).toBe('last failure: HTTP 500');
+    expect((root.querySelector('[data-testid=breaker-fact-qwen3-8b]') as HTMLElement).title).toContain('tripped after failures in a row');
+    await show(<CandidateCard c={open} receivedAt={0} now={0} isDefault isDeep={false} change={{ ...change, from: 'half_open' }} />);
+    expect(root.querySelector('[data-testid=breaker-cause-qwen3-8b]')!.textContent).toBe('trial failed: HTTP 500');
+    const half = { ...c, breaker: { ...c.breaker, state: 'half_open' as const } };
+    await show(<CandidateCard c={half} receivedAt={0} now={0} isDefault isDeep={false} />);
+    expect(root.querySelector('[data-testid=breaker-qwen3-8b]')!.textContent).toBe('half-open');
+  });
+});
+
+describe('ChatScreen while the answer waits for its first token', () => {
+  const cand = (id: string, priority: number): CandidateStatus => ({
+    id, provider: 'ollama', url: '', model: id, priority, enabled: true, supports_thinking: false, embeds: false, embed_only: false,
+    busy_ms: 0, loading: false, config_error: '', in_flight: 0, slots: 0, deadline_ms: 8000, cold: false,
+    ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+    breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '' },
+  });
+  const status = { demo: false, default_model: 'qwen3-8b', deep_thinking_model: '', candidates: [cand('qwen3-8b', 1), cand('llama3.2-3b', 2)] } as unknown as Status;
+
+  it("names the candidate waited on and counts its deadline down, then moves to the next", async () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const chats: AbortSignal[] = [];
+    const client = {
+      models: () => Promise.resolve({ object: 'list', data: [] }),
+      chat: (_req: unknown, signal: AbortSignal) =>
+        new Promise((_, reject) => {
+          chats.push(signal);
+          signal.addEventListener('abort', () => reject(new DOMException('stopped', 'AbortError')));
+        }),
+    } as unknown as Client;
+    const live = new LiveStore(client);
+    const session = new ChatSession(client, live);
+    const event = (e: LiveEvent) => act(() => live.apply(e, Date.now()));
+    await event({ type: 'status', data: status });
+    // Another client's request, started before the question: not this answer's.
+    await event({ type: 'request_started', data: { request_id: 'theirs' } });
+    await show(<ChatScreen client={client} live={live} session={session} />);
+    await act(() => void session.send('Hello', 'auto', false));
+    expect(chats).toHaveLength(1);
+    expect(root.querySelector('[data-testid=answer-waiting]')!.textContent).toContain('Routing to the best healthy model');
+
+    await event({ type: 'request_started', data: { request_id: 'mine' } });
+    await event({ type: 'attempt_started', data: { request_id: 'theirs', candidate: 'llama3.2-3b', order: 0, started_at: '', deadline_ms: 8000, cold: false } });
+    await event({ type: 'attempt_started', data: { request_id: 'mine', candidate: 'qwen3-8b', order: 0, started_at: '', deadline_ms: 8000, cold: false } });
+    const waits = () => [...root.querySelectorAll('[data-testid=wait]')] as HTMLElement[];
+    const left = () => root.querySelector('[data-testid=wait-countdown] .deadline-text')!.textContent;
+    expect(waits().map((w) => w.dataset.candidate)).toEqual(['qwen3-8b']);
+    expect(waits()[0]!.textContent).toContain('Waiting for qwen3-8b’s first token');
+    expect(left()).toBe('8s left');
+    await act(async () => void (await vi.advanceTimersByTimeAsync(3000)));
+    expect(left()).toBe('5s left');
+
+    // The deadline passes: the wait moves to the next candidate; the first is named with why.
+    await act(async () => void (await vi.advanceTimersByTimeAsync(5000)));
+    expect(left()).toBe('deadline reached');
+    await event({ type: 'attempt', data: { request_id: 'mine', attempt: att({ candidate: 'qwen3-8b', order: 0, outcome: 'timeout', fault: 'server', error: 'no first token in 8s' }) } });
+    await event({ type: 'attempt_started', data: { request_id: 'mine', candidate: 'llama3.2-3b', order: 1, started_at: '', deadline_ms: 8000, cold: false } });
+    expect(waits().map((w) => w.dataset.candidate)).toEqual(['llama3.2-3b']);
+    expect(left()).toBe('8s left');
+    expect([...root.querySelectorAll('[data-testid=wait-failed]')].map((li) => li.textContent)).toEqual(['qwen3-8b no first token in 8s']);
+
+    // The commit ends the wait.
+    await event({ type: 'commit', data: { request_id: 'mine', attempt: att({ candidate: 'llama3.2-3b', order: 1, outcome: 'success', fault: '' }) } });
+    expect(waits()).toEqual([]);
+    expect(root.querySelector('[data-testid=answer-waiting]')!.textContent).toContain('llama3.2-3b is answering…');
+    session.stop();
+    await settle();
+  });
+});
+
+describe('GpuPanel', () => {
+  const dev = (index: number, usedGiB: number) => ({
+    index, name: `Simulated GPU ${index} (24 GiB)`, uuid: `GPU-simulated-${index}`,
+    memory_total_bytes: 24 * 2 ** 30, memory_used_bytes: usedGiB * 2 ** 30, memory_free_bytes: (24 - usedGiB) * 2 ** 30,
+    utilization_pct: usedGiB > 20 ? 97 : 0, processes: [{ pid: 4000 + index, name: 'simulated model server', used_bytes: 9 * 2 ** 30 }],
+  });
+  const gpu = (simulated: boolean, full = -1): GPUStatus => ({
+    available: true, message: '', simulated, sampled_at: null, devices: [0, 1, 2, 3].map((i) => dev(i, i === full ? 23.4 : 9)),
+  });
+
+  it('shows simulated GPUs with the gauges of real ones, labelled simulated', async () => {
+    await show(<GpuPanel gpu={gpu(true)} />);
+    expect(root.querySelector('[data-testid=gpu-simulated]')!.textContent).toBe('simulated');
+    expect(root.querySelector('[data-testid=gpu-simulated-note]')).not.toBeNull();
+    const meters = [...root.querySelectorAll('[data-testid^=gpu-memory-] [role=meter]')];
+    expect(meters.map((m) => m.getAttribute('aria-valuenow'))).toEqual(['38', '38', '38', '38']);
+    expect(root.textContent).toContain('9.0 GiB / 24.0 GiB');
+    await show(<GpuPanel gpu={gpu(false)} />);
+    expect(root.querySelector('[data-testid=gpu-simulated]')).toBeNull();
+    expect(root.querySelectorAll('[data-testid^=gpu-memory-]')).toHaveLength(4);
+  });
+
+  it('fills the gauge of a GPU under memory pressure and names the candidate demoted for it', async () => {
+    const c = {
+      id: 'qwen3-8b', demoted: true,
+      pressure: { gpu: 0, source: 'simulated', free_bytes: 0.6 * 2 ** 30, used_bytes: 23.4 * 2 ** 30, total_bytes: 24 * 2 ** 30, reason: 'free 0.6 GiB < 1 GiB (simulated)' },
+    } as CandidateStatus;
+    await show(<GpuPanel gpu={gpu(true, 0)} candidates={[c]} />);
+    const g0 = root.querySelector('[data-testid=gpu-memory-0]') as HTMLElement;
+    expect(g0.dataset.tone).toBe('bad');
+    expect(g0.querySelector('[role=meter]')!.getAttribute('aria-valuenow')).toBe('98');
+    expect((root.querySelector('[data-testid=gpu-memory-1]') as HTMLElement).dataset.tone).toBe('ok');
+    expect(root.querySelector('[data-testid=gpu-demoted-qwen3-8b]')!.textContent).toContain('free 0.6 GiB < 1 GiB');
+  });
+});
+
+describe('SettingsScreen', () => {
+  it('says where the API listens and, when the address wanted was taken, why it moved', async () => {
+    const config = method<ConfigDoc>();
+    const client = { config: config.fn } as unknown as Client;
+    const live = new LiveStore(client);
+    const st = { listen: '127.0.0.1:39421', listen_taken: '127.0.0.1:8484', version: '0.1.0', config: { error: '' } } as unknown as Status;
+    live.apply({ type: 'status', data: st }, 0);
+    await show(<SettingsScreen client={client} live={live} />);
+    await act(async () => config.calls[0]!.resolve({ path: '/x/config.yaml', source: 'file', yaml: 'listen: 127.0.0.1:8484', error: '', error_at: null }));
+    expect(root.querySelector('[data-testid=settings-listen]')!.textContent).toContain('127.0.0.1:39421');
+    expect(root.querySelector('[data-testid=settings-listen-why]')!.textContent).toContain(
+      '127.0.0.1:8484 was in use (another Switchyard?), so the API is on 127.0.0.1:39421.',
+    );
+    await act(() => live.apply({ type: 'status', data: { ...st, listen: '127.0.0.1:8484', listen_taken: '' } }, 1));
+    expect(root.querySelector('[data-testid=settings-listen-why]')).toBeNull();
   });
 });

@@ -1,12 +1,22 @@
 import { formatMs } from '../format';
+import type { Progress } from '../inflight';
 import { CopyButton } from '../ui/CopyButton';
 import { Markdown } from '../ui/Markdown';
-import type { RequestRecord } from '../types';
+import type { Attempt, RequestRecord } from '../types';
 import { attemptWhy, failedAttempts, failoverSummary, firstTokenTime } from './failover';
 import type { AnswerTurn } from './session';
+import { Waiting } from './Waiting';
+
+interface Props {
+  turn: AnswerTurn;
+  /** What the live events say of the request while it waits for its first token. */
+  progress?: Progress | null;
+  /** The clock for the countdowns (Date.now()). */
+  now?: number;
+}
 
 /** Answer is one assistant message with what the router did under it. */
-export function Answer({ turn }: { turn: AnswerTurn }) {
+export function Answer({ turn, progress = null, now = Date.now() }: Props) {
   const { phase, content, reasoning, route, record, error } = turn;
   const live = phase === 'waiting' || phase === 'streaming';
   const served = route?.servedModel || record?.served_candidate || '';
@@ -19,7 +29,8 @@ export function Answer({ turn }: { turn: AnswerTurn }) {
       <div class="msg-role" aria-hidden="true">
         Switchyard
       </div>
-      {(reasoning || (turn.thinking && live && !content)) && (
+      {/* Before the first token the wait says what happens; "Thinking…" starts with the reasoning. */}
+      {(reasoning || (turn.thinking && phase === 'streaming' && !content)) && (
         <details class="thinking" data-testid="answer-thinking">
           <summary>
             {live && !content ? (
@@ -35,11 +46,7 @@ export function Answer({ turn }: { turn: AnswerTurn }) {
           <div class="thinking-body">{reasoning || '…'}</div>
         </details>
       )}
-      {phase === 'waiting' && !reasoning && (
-        <div class="waiting muted" role="status">
-          <span class="spinner spinner-small" aria-hidden="true" /> Routing to {turn.model === 'auto' ? 'the best healthy model' : turn.model}…
-        </div>
-      )}
+      {phase === 'waiting' && !reasoning && <Waiting model={turn.model} progress={progress} startedAt={turn.startedAt} now={now} />}
       <Markdown text={content} testid="answer-content" class={phase === 'streaming' ? 'streaming' : ''} />
       {phase === 'stopped' && <p class="muted small">Stopped.</p>}
       {turn.truncated && phase === 'done' && (
@@ -53,7 +60,7 @@ export function Answer({ turn }: { turn: AnswerTurn }) {
               <div class="muted small">After the first token the router cannot switch models, so the text above is partial.</div>
             </>
           ) : (
-            <FailureWords error={error} record={record} />
+            <FailureWords error={error} record={record} progress={progress} />
           )}
         </div>
       )}
@@ -94,12 +101,17 @@ export function Answer({ turn }: { turn: AnswerTurn }) {
 
 /**
  * FailureWords says why a request got no answer, once: one line per
- * candidate from the request's record, or the server's message until the
- * record is there (the message names the same attempts in one long line).
+ * candidate, from the request's record, else from the attempts the live
+ * events told, else the server's message (it names the same attempts in
+ * one long line). Candidates that cannot do this kind of request (an
+ * embedding model asked to chat: fault `capability`) are set apart: they
+ * were never a way to answer it.
  */
-function FailureWords({ error, record }: { error: string; record: RequestRecord | null }) {
-  const failed = record ? failedAttempts(record) : [];
-  if (failed.length === 0) {
+function FailureWords({ error, record, progress }: { error: string; record: RequestRecord | null; progress: Progress | null }) {
+  const failed = record ? failedAttempts(record) : (progress?.failed ?? []);
+  const tried = failed.filter((a) => a.fault !== 'capability');
+  const unfit = failed.filter((a) => a.fault === 'capability');
+  if (tried.length === 0) {
     return (
       <>
         <strong>The request failed.</strong> {error}
@@ -108,14 +120,27 @@ function FailureWords({ error, record }: { error: string; record: RequestRecord 
   }
   return (
     <>
-      <strong>{failed.length > 1 ? `None of the ${failed.length} candidates could answer:` : 'The request failed:'}</strong>
-      <ul class="attempt-reasons">
-        {failed.map((a) => (
-          <li key={a.order}>
-            <span class="attempt-candidate">{a.candidate}</span> {attemptWhy(a)}
-          </li>
-        ))}
-      </ul>
+      <strong>{tried.length > 1 ? `None of the ${tried.length} candidates could answer:` : 'The request failed:'}</strong>
+      <Reasons attempts={tried} />
+      {unfit.length > 0 && (
+        <div class="muted small attempt-unfit" data-testid="attempt-unfit">
+          Not able to do this kind of request:
+          <Reasons attempts={unfit} />
+        </div>
+      )}
     </>
+  );
+}
+
+/** One line per attempt: the candidate and, in words, why it did not answer. */
+function Reasons({ attempts }: { attempts: Attempt[] }) {
+  return (
+    <ul class="attempt-reasons">
+      {attempts.map((a) => (
+        <li key={a.order}>
+          <span class="attempt-candidate">{a.candidate}</span> {attemptWhy(a)}
+        </li>
+      ))}
+    </ul>
   );
 }

@@ -1,13 +1,13 @@
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { Client } from '../api';
 import { FaultPanel } from '../demo/FaultPanel';
-import { useAsync, useObservable } from '../hooks';
+import { useAsync, useNow, useObservable } from '../hooks';
 import type { LiveStore } from '../store';
 import { Answer } from './Answer';
 import { Composer } from './Composer';
 import { modelOptions } from './models';
 import { EmptyChat } from './EmptyChat';
-import type { ChatSession } from './session';
+import type { AnswerTurn, ChatSession } from './session';
 
 interface Props {
   client: Client;
@@ -54,11 +54,32 @@ export function ChatScreen({ client, live, session }: Props) {
   const models = useMemo(() => modelOptions(status, served, thinking), [status, served, thinking]);
   const effectiveModel = models.some((m) => m.id === model) ? model : 'auto';
 
-  // Follow the stream while the reader is at the bottom; stop following when they scroll up.
+  // Follow the stream while the reader is at the bottom; stop following when
+  // they scroll up. The empty chat reads from its top.
+  const empty = session.turns.length === 0;
   useLayoutEffect(() => {
     const el = scroller.current;
-    if (el && stick.current) el.scrollTop = el.scrollHeight;
+    if (el && stick.current && !empty) el.scrollTop = el.scrollHeight;
   });
+  useLayoutEffect(() => {
+    if (empty && scroller.current) scroller.current.scrollTop = 0;
+  }, [empty]);
+
+  // The answer waiting for its first token counts down its candidate's deadline.
+  const now = useNow(250, session.busy);
+  // A failed answer whose record is not there yet lists the attempts the events told.
+  const progressOf = (t: AnswerTurn) => {
+    const id = t.route?.requestId;
+    if (t.phase === 'waiting') return (id ? live.inflight.get(id) : live.inflight.startedAfter(t.liveMark)) ?? null;
+    if (t.phase === 'failed' && !t.record && id) return live.inflight.get(id) ?? null;
+    return null;
+  };
+  // The record may have come with the live events before the session fetched it.
+  const withRecord = (t: AnswerTurn): AnswerTurn => {
+    const id = t.route?.requestId;
+    const r = !t.record && id && t.phase !== 'waiting' && t.phase !== 'streaming' ? live.recentRequest(id) : undefined;
+    return r ? { ...t, record: r } : t;
+  };
   const onScroll = () => {
     const el = scroller.current;
     if (el) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 60;
@@ -102,7 +123,7 @@ export function ChatScreen({ client, live, session }: Props) {
         </div>
       </header>
       <div class="chat-log" ref={scroller} onScroll={onScroll} role="log" aria-live="polite" aria-label="Conversation">
-        {session.turns.length === 0 ? (
+        {empty ? (
           <EmptyChat status={status} onSuggest={suggest} />
         ) : (
           session.turns.map((t) =>
@@ -114,7 +135,7 @@ export function ChatScreen({ client, live, session }: Props) {
                 <div class="msg-text">{t.text}</div>
               </article>
             ) : (
-              <Answer key={t.key} turn={t} />
+              <Answer key={t.key} turn={withRecord(t)} progress={progressOf(t)} now={now} />
             ),
           )
         )}

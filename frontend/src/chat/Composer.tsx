@@ -4,6 +4,8 @@ import type { Ref } from 'preact';
 export interface ModelOption {
   id: string;
   label: string;
+  /** Words on hover: what a breaker state in the label means. */
+  title?: string;
 }
 
 interface Props {
@@ -59,7 +61,7 @@ export function Composer(p: Props) {
             data-testid="model-select"
           >
             {p.models.map((m) => (
-              <option key={m.id} value={m.id}>
+              <option key={m.id} value={m.id} title={m.title}>
                 {m.label}
               </option>
             ))}

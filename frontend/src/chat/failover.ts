@@ -41,30 +41,53 @@ export interface FirstTokenTime {
 }
 
 /**
- * firstTokenTime names the two measurements of the time to first token.
- * The browser's runs from Send to the first token received; Switchyard's
- * (the record's ttft_ms) from the moment it received the request to the
- * first token of the candidate that served it, so it includes every
- * candidate that failed before that one. The browser's adds the trip over
- * the connection, so it is the larger.
+ * firstTokenTime names the measurements of the time to first token, and
+ * splits Switchyard's into the model's own part and the rest.
+ *
+ * - The browser's (clientMs) runs from Send to the first token received.
+ * - Switchyard's (the record's ttft_ms) runs from the moment it received
+ *   the request to the first token of the candidate that served it.
+ * - The model's (the serving attempt's ttft_ms) runs from the moment that
+ *   candidate was asked to its first token.
+ *
+ * Switchyard's less the model's is what came before the serving candidate
+ * was asked: the candidates that failed first, and Switchyard's own
+ * routing (a few milliseconds). The browser's less Switchyard's is the
+ * trip over the connection.
  */
 export function firstTokenTime(clientMs: number | null, record: RequestRecord | null): FirstTokenTime | null {
   const server = record && record.ttft_ms > 0 ? record.ttft_ms : null;
-  const failover = record?.is_fallback ?? false;
-  const serverWords =
-    server === null
-      ? ''
-      : `Switchyard measured ${formatMs(server)} from receiving the request to the first token of ${
-          record?.served_candidate || 'the model that answered'
-        }${failover ? ', including the time spent on the candidates that failed before it' : ''}.`;
   if (clientMs === null && server === null) return null;
-  if (clientMs === null) {
-    return { text: `time to first token ${formatMs(server)}${failover ? ' (includes failover)' : ''}`, title: serverWords };
+  const failover = record?.is_fallback ?? false;
+  const served = record?.served_candidate || 'the model that answered';
+  const serving = record?.attempts?.find((a) => a.outcome === 'success' && a.candidate === record.served_candidate);
+  const model = serving && serving.ttft_ms > 0 && server !== null && serving.ttft_ms <= server ? serving.ttft_ms : null;
+  const before = server !== null && model !== null ? server - model : null;
+
+  const parts: string[] = [];
+  if (model !== null) parts.push(`model ${formatMs(model)}`);
+  if (failover && before !== null) parts.push(`failover ${formatMs(before)}`);
+  else if (failover) parts.push('includes failover');
+  if (model === null && server !== null && clientMs !== null) parts.unshift(`${formatMs(server)} at Switchyard`);
+  const total = clientMs ?? server;
+  const text = `time to first token ${formatMs(total)}${parts.length ? ` (${parts.join(', ')})` : ''}`;
+
+  const words: string[] = [];
+  if (clientMs !== null) words.push(`Time to first token: ${formatMs(clientMs)} from Send to the first token, measured in this browser.`);
+  if (server !== null) {
+    words.push(`Switchyard measured ${formatMs(server)} from receiving the request to the first token of ${served}.`);
+    if (model !== null && before !== null) {
+      words.push(
+        `Of that, ${formatMs(model)} was the model’s own time (from being asked to its first token) and ${formatMs(before)} came before it was asked: ${
+          failover ? 'the candidates that failed first, and Switchyard’s routing' : 'Switchyard’s routing'
+        }.`,
+      );
+    } else if (failover) {
+      words.push('That includes the time spent on the candidates that failed before it.');
+    }
+    if (clientMs !== null && clientMs >= server) {
+      words.push(`The other ${formatMs(clientMs - server)} is the trip between this browser and Switchyard.`);
+    }
   }
-  const clientWords = `Time to first token: ${formatMs(clientMs)} from Send to the first token, measured in this browser.`;
-  if (server === null) return { text: `time to first token ${formatMs(clientMs)}`, title: clientWords };
-  return {
-    text: `time to first token ${formatMs(clientMs)} (${formatMs(server)} in Switchyard${failover ? ', includes failover' : ''})`,
-    title: `${clientWords} ${serverWords}`,
-  };
+  return { text, title: words.join(' ') };
 }

@@ -1,3 +1,4 @@
+import { breakerHint, breakerLabel } from '../fleet/breaker';
 import type { Status } from '../types';
 import type { ModelOption } from './Composer';
 
@@ -14,9 +15,10 @@ export function modelOptions(status: Status | null, served: string[], thinking: 
     if (!c.enabled || seen.has(c.id)) continue;
     seen.add(c.id);
     const notes: string[] = [];
-    if (c.breaker.state !== 'closed') notes.push(`breaker ${c.breaker.state.replace('_', '-')}`);
+    if (c.breaker.state !== 'closed') notes.push(`breaker ${breakerLabel(c.breaker.state)}`);
     if (thinking && !c.supports_thinking) notes.push('no thinking');
-    out.push({ id: c.id, label: notes.length ? `${c.id} (${notes.join(', ')})` : c.id });
+    const title = c.breaker.state !== 'closed' ? `Circuit breaker: ${breakerHint(c.breaker.state)}` : undefined;
+    out.push({ id: c.id, label: notes.length ? `${c.id} (${notes.join(', ')})` : c.id, ...(title ? { title } : {}) });
   }
   for (const id of served) {
     if (seen.has(id)) continue;

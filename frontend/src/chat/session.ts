@@ -23,6 +23,11 @@ export interface AnswerTurn {
   reasoning: string;
   route: RouteInfo | null;
   startedAt: number;
+  /**
+   * The live store's mark (InFlight.mark) when the question was sent: the
+   * first request seen after it is this answer's until the headers name it.
+   */
+  liveMark: number;
   /** Client-measured time to the first content or reasoning token. */
   ttftMs: number | null;
   /** Time from send to the reasoning's end (first content token), when thinking. */
@@ -92,6 +97,7 @@ export class ChatSession {
       reasoning: '',
       route: null,
       startedAt: Date.now(),
+      liveMark: this.live.inflight.mark(),
       ttftMs: null,
       thoughtMs: null,
       record: null,
@@ -135,7 +141,9 @@ export class ChatSession {
         update({ phase: 'stopped' }, true);
       } else if (err instanceof APIError) {
         const route = answer.route ?? { requestId: err.requestId, servedModel: null, fallback: false };
-        update({ phase: 'failed', error: err.message, route }, true);
+        // The record, when its event came first, says the same one attempt a line.
+        const record = (route.requestId && this.live.recentRequest(route.requestId)) || null;
+        update({ phase: 'failed', error: err.message, route, record }, true);
       } else {
         update({ phase: 'failed', error: err instanceof Error ? err.message : String(err) }, true);
       }
@@ -146,7 +154,7 @@ export class ChatSession {
     }
 
     const id = answer.route?.requestId;
-    if (id) {
+    if (id && !answer.record) {
       try {
         const record = this.live.recentRequest(id) ?? (await this.client.requestWhenRecorded(id));
         update({ record }, true);

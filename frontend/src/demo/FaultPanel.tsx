@@ -74,12 +74,17 @@ export function FaultPanel({ client, status, compact = false }: Props) {
         <summary>
           Demo faults
           {sick.length ? (
-            <span class="fault-active">
-              {sick.map((s) => (
-                <Badge key={s.candidate} tone="warn">
-                  {s.candidate}: {faultLabel(s.fault, demo.faults)}
+            <span class="fault-active" data-testid="fault-active">
+              {/* One server's fault fits the header; several are counted, each named on hover. */}
+              {sick.length === 1 ? (
+                <Badge tone="warn" title={`${sick[0]!.candidate}: ${faultLabel(sick[0]!.fault, demo.faults)}`}>
+                  {sick[0]!.candidate}: {faultLabel(sick[0]!.fault, demo.faults)}
                 </Badge>
-              ))}
+              ) : (
+                <Badge tone="warn" title={sick.map((s) => `${s.candidate}: ${faultLabel(s.fault, demo.faults)}`).join('\n')}>
+                  {sick.length} servers broken
+                </Badge>
+              )}
             </span>
           ) : (
             <span class="muted"> — all simulated servers healthy</span>
@@ -111,12 +116,8 @@ export function FaultPanel({ client, status, compact = false }: Props) {
       <table class="table fault-table">
         <thead>
           <tr>
-            <th scope="col">Server</th>
-            <th scope="col">Now</th>
-            <th scope="col">Fault</th>
-            <th scope="col" class="sr-only">
-              Apply
-            </th>
+            <th scope="col">Server · now</th>
+            <th scope="col">Set a fault</th>
           </tr>
         </thead>
         <tbody>
@@ -130,51 +131,51 @@ export function FaultPanel({ client, status, compact = false }: Props) {
             const choose = (fault: string) => setChoice((c) => ({ ...c, [s.candidate]: fault }));
             return (
               <tr key={s.candidate}>
-                <td>
+                <td class="fault-server">
                   <label for={selId} class="mono">
                     {s.candidate}
                   </label>
-                  <div class="muted small">{s.provider}</div>
+                  <span class="muted small"> {s.provider}</span>
+                  <div>
+                    <Badge tone={s.fault === 'healthy' ? 'ok' : 'warn'}>{faultLabel(s.fault, demo.faults)}</Badge>
+                  </div>
                 </td>
                 <td>
-                  <Badge tone={s.fault === 'healthy' ? 'ok' : 'warn'}>{faultLabel(s.fault, demo.faults)}</Badge>
-                </td>
-                <td>
-                  <select
-                    id={selId}
-                    value={name}
-                    data-testid={`fault-select-${s.candidate}`}
-                    onChange={(e) => choose((e.target as HTMLSelectElement).value)}
-                  >
-                    {faults.map((f) => (
-                      <option key={f.name} value={f.name} title={f.description || undefined}>
-                        {f.label}
-                      </option>
-                    ))}
-                  </select>
-                  {arg && (
-                    <input
-                      type="text"
-                      size={8}
-                      value={value}
-                      placeholder={arg}
-                      aria-label={`${s.candidate}: ${found?.info.label}, ${arg}`}
-                      data-testid={`fault-arg-${s.candidate}`}
-                      onInput={(e) => choose(joinFault(name, (e.target as HTMLInputElement).value))}
-                    />
-                  )}
+                  <div class="fault-set">
+                    <select
+                      id={selId}
+                      value={name}
+                      data-testid={`fault-select-${s.candidate}`}
+                      onChange={(e) => choose((e.target as HTMLSelectElement).value)}
+                    >
+                      {faults.map((f) => (
+                        <option key={f.name} value={f.name} title={f.description || undefined}>
+                          {f.label}
+                        </option>
+                      ))}
+                    </select>
+                    {arg && (
+                      <input
+                        type="text"
+                        size={8}
+                        value={value}
+                        placeholder={arg}
+                        aria-label={`${s.candidate}: ${found?.info.label}, ${arg}`}
+                        data-testid={`fault-arg-${s.candidate}`}
+                        onInput={(e) => choose(joinFault(name, (e.target as HTMLInputElement).value))}
+                      />
+                    )}
+                    <button
+                      type="button"
+                      class="btn btn-small"
+                      disabled={pending !== null}
+                      data-testid={`fault-apply-${s.candidate}`}
+                      onClick={() => apply([[s.candidate, selected]], `${s.candidate}: ${faultLabel(selected, demo.faults)}`)}
+                    >
+                      Apply
+                    </button>
+                  </div>
                   {found?.info.description && <div class="muted small">{found.info.description}</div>}
-                </td>
-                <td>
-                  <button
-                    type="button"
-                    class="btn btn-small"
-                    disabled={pending !== null}
-                    data-testid={`fault-apply-${s.candidate}`}
-                    onClick={() => apply([[s.candidate, selected]], `${s.candidate}: ${faultLabel(selected, demo.faults)}`)}
-                  >
-                    Apply
-                  </button>
                 </td>
               </tr>
             );

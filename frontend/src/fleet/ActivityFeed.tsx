@@ -12,7 +12,7 @@ export function ActivityFeed({ items }: { items: ActivityItem[] }) {
       ) : (
         <ol class="feed" aria-live="polite" aria-relevant="additions">
           {items.map((it) => (
-            <li key={it.key} class={`feed-item tone-${it.tone}`}>
+            <li key={it.key} class={`feed-item tone-${it.tone}`} title={it.title}>
               <time class="mono muted small">
                 {new Date(it.at).toLocaleTimeString([], { hour12: false })}
               </time>

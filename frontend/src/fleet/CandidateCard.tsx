@@ -1,7 +1,9 @@
 import { formatCountdown, formatMs, remainingAt } from '../format';
+import type { Wait } from '../inflight';
 import { Badge } from '../ui/Badge';
-import type { CandidateStatus } from '../types';
-import { breakerFact, breakerHint, breakerState, breakerTone } from './breaker';
+import { Deadline } from '../ui/Deadline';
+import type { BreakerChange, CandidateStatus } from '../types';
+import { breakerFact, breakerHint, breakerLabel, breakerState, breakerTone } from './breaker';
 
 interface Props {
   c: CandidateStatus;
@@ -10,17 +12,22 @@ interface Props {
   now: number;
   isDefault: boolean;
   isDeep: boolean;
+  /** The requests waiting on this candidate's first token, the soonest deadline first. */
+  waits?: Wait[];
+  /** Its last breaker change this page saw, for what tripped it. */
+  change?: BreakerChange;
 }
 
 /** Samples needed before a learned deadline replaces the ceiling (docs/DESIGN.md, "The learned deadline"). */
 const LEARN_AFTER = 20;
 
-export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) {
+export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, waits = [], change }: Props) {
   const state = breakerState(c.breaker.state);
   const cooldown = remainingAt(c.breaker.remaining_ms, receivedAt, now);
   const busy = remainingAt(c.busy_ms, receivedAt, now);
   const ttft = c.ttft;
-  const fact = breakerFact(c.breaker);
+  const fact = breakerFact(c.breaker, change);
+  const next = waits[0];
   return (
     <article
       class={`card candidate state-${state} ${c.enabled ? '' : 'disabled'}`}
@@ -32,7 +39,7 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) 
           {c.id}
         </h3>
         <Badge tone={breakerTone(state)} testid={`breaker-${c.id}`} title={breakerHint(state)}>
-          {state}
+          {breakerLabel(state)}
         </Badge>
       </header>
       <div class="candidate-sub muted small">
@@ -82,6 +89,21 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) 
         </p>
       )}
 
+      {next && (
+        <div
+          class="card-wait"
+          data-testid={`wait-${c.id}`}
+          title={`Switchyard waits up to the first-token deadline (${formatMs(next.deadlineMs)}) for ${c.id} to send a token; if none comes, it tries the next candidate.`}
+        >
+          <span class="spinner spinner-small" aria-hidden="true" />
+          <span>
+            {waits.length === 1 ? 'Waiting for its first token' : `${waits.length} requests wait for a first token`}
+            {next.cold ? ' (model loading)' : ''}
+          </span>
+          <Deadline wait={next} now={now} testid={`wait-countdown-${c.id}`} />
+        </div>
+      )}
+
       <dl class="stats">
         <div>
           <dt>Priority</dt>
@@ -110,6 +132,11 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep }: Props) 
         <div title={fact.hint} data-testid={`breaker-fact-${c.id}`}>
           <dt>{fact.term}</dt>
           <dd class="mono">{fact.value}</dd>
+          {fact.detail && (
+            <dd class="muted small" data-testid={`breaker-cause-${c.id}`}>
+              {fact.detail}
+            </dd>
+          )}
         </div>
       </dl>
 

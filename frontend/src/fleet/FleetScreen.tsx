@@ -17,7 +17,7 @@ export function FleetScreen({ client, live }: Props) {
   useObservable(live);
   const status = live.status;
   const candidates = status?.candidates ?? [];
-  const ticking = candidates.some((c) => c.breaker.remaining_ms > 0 || c.busy_ms > 0);
+  const ticking = live.inflight.waiting() || candidates.some((c) => c.breaker.remaining_ms > 0 || c.busy_ms > 0);
   const now = useNow(200, ticking);
 
   return (
@@ -56,6 +56,8 @@ export function FleetScreen({ client, live }: Props) {
                     now={Math.max(now, live.statusAt)}
                     isDefault={c.id === status.default_model}
                     isDeep={c.id === status.deep_thinking_model}
+                    waits={live.inflight.waitsOn(c.id)}
+                    change={live.breakerChanges.get(c.id)}
                   />
                 ))}
               </div>
@@ -63,7 +65,7 @@ export function FleetScreen({ client, live }: Props) {
             {status.demo && <FaultPanel client={client} status={status} />}
           </div>
           <aside class="fleet-side" aria-label="Machine and activity">
-            <GpuPanel gpu={status.gpu} />
+            <GpuPanel gpu={status.gpu} candidates={candidates} />
             <HostPanel host={status.host} />
             <ActivityFeed items={live.feed} />
           </aside>

@@ -1,10 +1,15 @@
 import { formatClock } from '../format';
-import type { Breaker } from '../types';
+import type { Breaker, BreakerChange } from '../types';
 import type { BadgeTone } from '../ui/Badge';
 
 /** breakerState normalises the state name to closed | open | half_open. */
 export function breakerState(s: string): string {
   return s.toLowerCase().replace(/[-\s]/g, '_');
+}
+
+/** breakerLabel is a state as words show it: closed, open, half-open. */
+export function breakerLabel(s: string): string {
+  return breakerState(s).replace('_', '-');
 }
 
 export function breakerTone(s: string): BadgeTone {
@@ -38,34 +43,51 @@ export function breakerHint(s: string): string {
 export interface BreakerFact {
   term: string;
   value: string;
+  /** What tripped an open breaker, when this page saw it happen: "last failure: HTTP 500". */
+  detail: string;
   hint: string;
 }
 
 /**
  * breakerFact is what a card says about its breaker next to the other
  * facts. The failure count means something only while closed: the breaker
- * starts it again from zero when it opens. An open or half-open breaker
- * says since when it is so instead; the card's banner says what comes next.
+ * starts it again from zero when it opens, so an open card showed "0
+ * failures in a row". An open or half-open breaker says since when it is
+ * so instead, and an open one what tripped it when the page saw the change
+ * (`change`, the candidate's last breaker event); the card's banner says
+ * what comes next.
  */
-export function breakerFact(b: Breaker): BreakerFact {
+export function breakerFact(b: Breaker, change?: BreakerChange): BreakerFact {
   switch (breakerState(b.state)) {
-    case 'open':
+    case 'open': {
+      const seen = change && breakerState(change.to) === 'open' ? change : null;
+      const afterTrial = seen !== null && breakerState(seen.from) === 'half_open';
+      const why = seen?.cause ? `${afterTrial ? 'trial failed' : 'last failure'}: ${seen.cause}` : '';
       return {
         term: 'Open since',
         value: formatClock(b.since),
-        hint: 'When the breaker tripped. It skips this candidate until the cool-down ends.',
+        detail: why,
+        hint:
+          (afterTrial
+            ? 'The breaker tripped again because its trial request failed'
+            : 'The breaker tripped after failures in a row (selection.failure_threshold in the config)') +
+          (seen?.cause ? `; the last was ${seen.cause}. ` : '. ') +
+          'Its failure count starts again from zero when it opens. Switchyard skips this candidate until the cool-down ends, then sends one trial request.',
       };
+    }
     case 'half_open':
       return {
         term: 'Half-open since',
         value: formatClock(b.since),
+        detail: '',
         hint: 'When the cool-down ended. One trial request decides: success closes the breaker, failure opens it again.',
       };
     default:
       return {
         term: 'Failures in a row',
         value: String(b.failures),
-        hint: 'Failed attempts since the last success. Enough of them in a row open the breaker.',
+        detail: '',
+        hint: 'Failed attempts since the last success that were the server’s fault. Enough of them in a row (selection.failure_threshold) open the breaker.',
       };
   }
 }

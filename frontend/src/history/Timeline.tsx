@@ -1,4 +1,4 @@
-import { formatDateTime, formatMs, formatTokens, humanOutcome, humanStatus } from '../format';
+import { failureSummary, formatDateTime, formatMs, formatTokens, humanOutcome, humanStatus } from '../format';
 import { layoutTimeline } from '../timeline';
 import { Badge } from '../ui/Badge';
 import type { RequestRecord } from '../types';
@@ -8,6 +8,9 @@ import { statusTone } from './tones';
 export function Timeline({ r, onClose }: { r: RequestRecord; onClose(): void }) {
   const attempts = r.attempts ?? [];
   const layout = layoutTimeline(r.started_at, r.latency_ms, attempts);
+  // An error that only sums up the attempts is said once, on their rows.
+  // (Candidates that cannot do this kind of request are not counted, as in the chat.)
+  const summary = r.error && attempts.length > 0 ? failureSummary(r.failure, attempts.filter((a) => a.fault !== 'capability').length) : '';
   return (
     <section class="card timeline-card" data-testid="timeline" data-request-id={r.id} aria-labelledby="timeline-title">
       <div class="card-head">
@@ -60,7 +63,11 @@ export function Timeline({ r, onClose }: { r: RequestRecord; onClose(): void }) 
           </dd>
         </div>
       </dl>
-      {r.error && <p class="note note-bad small">{r.error}</p>}
+      {r.error && (
+        <p class="note note-bad small" data-testid="timeline-error">
+          {summary || r.error}
+        </p>
+      )}
       {attempts.length === 0 ? (
         <p class="muted small">No attempts were made (the request was rejected before routing).</p>
       ) : (

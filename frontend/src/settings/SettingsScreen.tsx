@@ -3,6 +3,7 @@ import type { Client } from '../api';
 import { isDesktop, openDataFolder } from '../desktop';
 import { formatDateTime } from '../format';
 import { useAsync, useObservable } from '../hooks';
+import { listenWords } from '../listen';
 import type { LiveStore } from '../store';
 import { Badge } from '../ui/Badge';
 import { CopyButton } from '../ui/CopyButton';
@@ -28,6 +29,7 @@ export function SettingsScreen({ client, live }: Props) {
   const error = cfg?.error || live.status?.config?.error || '';
   const errorAt = cfg?.error_at ?? live.status?.config?.error_at ?? null;
   const openFolder = openDataFolder();
+  const listen = live.status ? listenWords(live.status) : null;
 
   return (
     <section class="screen settings-screen" aria-labelledby="settings-title">
@@ -77,13 +79,18 @@ export function SettingsScreen({ client, live }: Props) {
                 <span class="muted small">{SOURCES[cfg.source] ?? ''}</span>
               </dd>
             </div>
-            {live.status && (
+            {listen && (
               <div>
-                <dt>Listening on</dt>
-                <dd class="mono">
-                  {live.status.listen} · v{live.status.version}
+                <dt>API listening on</dt>
+                <dd class="mono" data-testid="settings-listen">
+                  {listen.address} · v{live.status!.version}
                   {isDesktop() ? ' · desktop' : ''}
                 </dd>
+                {listen.why && (
+                  <dd class="note note-warn small" data-testid="settings-listen-why">
+                    {listen.why}
+                  </dd>
+                )}
               </div>
             )}
           </dl>

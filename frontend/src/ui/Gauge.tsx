@@ -8,14 +8,17 @@ interface Props {
   /** Above this share the bar turns amber; above danger, red. */
   warn?: number;
   danger?: number;
+  /** A slimmer bar, for a secondary reading. */
+  thin?: boolean;
+  testid?: string;
 }
 
 /** Gauge is a labelled horizontal meter. */
-export function Gauge({ value, label, detail, warn = 0.8, danger = 0.95 }: Props) {
+export function Gauge({ value, label, detail, warn = 0.8, danger = 0.95, thin = false, testid }: Props) {
   const v = Math.min(1, Math.max(0, value));
   const tone = v >= danger ? 'bad' : v >= warn ? 'warn' : 'ok';
   return (
-    <div class="gauge">
+    <div class={`gauge ${thin ? 'gauge-thin' : ''}`} data-testid={testid} data-tone={tone}>
       <div class="gauge-head">
         <span>{label}</span>
         <span class="mono">{detail}</span>
