@@ -126,10 +126,12 @@ func checkAfterCrash(t *testing.T, path string, round int, acked []string) {
 	if journal != "wal" {
 		t.Errorf("round %d: journal_mode = %q; want wal", round, journal)
 	}
-	// The records are in the file itself, as the killed process left it.
+	// The records are in the files themselves, as the killed process left
+	// them: the history's tables, and the journal.
 	stored := map[string]bool{}
 	inbox := idsIn(t, db, "inbox")
-	for _, id := range append(idsIn(t, db, "requests"), inbox...) {
+	journaled := journalIDs(t, path)
+	for _, id := range append(append(idsIn(t, db, "requests"), inbox...), journaled...) {
 		stored[id] = true
 	}
 	missing := 0
@@ -155,10 +157,33 @@ func checkAfterCrash(t *testing.T, path string, round int, acked []string) {
 	if n := len(idsIn(t, s.db, "inbox")); n != 0 {
 		t.Errorf("round %d: %d records still in the inbox after Open; want all moved", round, n)
 	}
+	if ids := journalIDs(t, path); len(ids) != 0 {
+		t.Errorf("round %d: %d records still in the journal after Open; want all replayed", round, len(ids))
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("round %d: %d acknowledged, %d stored, %d of them in the inbox", round, len(acked), len(stored), len(inbox))
+	t.Logf("round %d: %d acknowledged, %d stored, %d of them in the inbox and %d in the journal", round, len(acked), len(stored), len(inbox), len(journaled))
+}
+
+// journalIDs lists the ids of the records in the journal of the history
+// file at path.
+func journalIDs(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path + journalSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := frames(b)
+	var ids []string
+	for _, rec := range recs {
+		rows, err := decodeRecord(rec)
+		if err != nil {
+			t.Fatalf("a journaled record can't be read: %v", err)
+		}
+		ids = append(ids, rows[0][0].(string))
+	}
+	return ids
 }
 
 // idsIn lists the ids table holds.

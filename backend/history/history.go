@@ -2,10 +2,13 @@
 // attempts and circuit-breaker transitions (docs/DESIGN.md, "History"), kept in one SQLite file
 // (modernc.org/sqlite, WAL, synchronous=NORMAL).
 //
-// Record returns once the transaction holding its record has committed,
-// so an acknowledged record survives a crash of the process; with
-// synchronous=NORMAL a power loss or OS crash may roll back the last
-// commits, and the file is never left corrupt. A Record that finds the
+// Record returns once its record is in the journal beside the file
+// (journal.go), which the writer goroutine commits at once and Open
+// replays after a crash, so an acknowledged record survives a crash of
+// the process; with synchronous=NORMAL a power loss or OS crash may roll
+// back the last commits, and the file is never left corrupt. Without the
+// journal (a second Store on the file) Record returns once the
+// transaction holding its record has committed: a Record that finds the
 // writer idle commits at once on its own goroutine; records that arrive
 // while a commit runs share the next one (group commit). Records are
 // committed to a one-table inbox, and moved into the requests and attempts
@@ -99,6 +102,11 @@ type Options struct {
 	// names; negative: never (queries, Prune and Close still move).
 	moveAt    int
 	moveDelay time.Duration
+	// noJournal, when set, makes the Store work without a journal, as a
+	// second Store on a file does.
+	noJournal bool
+	// journalLimit, when set, replaces journalTruncateAt.
+	journalLimit int64
 }
 
 // Store is an open history file, made by Open; the zero value is not
@@ -107,6 +115,7 @@ type Options struct {
 type Store struct {
 	db        *sql.DB // the pool, for queries
 	path      string
+	journal   *journal // nil: Record commits before it returns (journal.go)
 	retention time.Duration
 	batchSize int
 	now       func() time.Time
@@ -251,6 +260,9 @@ func open(path string, o Options) (*Store, error) {
 	}
 	s.moveTimer.Stop()
 	s.retry.Stop()
+	if !o.noJournal {
+		s.journal = s.openJournal(o.journalLimit)
+	}
 	// Move what a crash left in the inbox, and prune.
 	if _, err := s.prune(); err != nil {
 		s.logf("history: %v", err)

@@ -424,6 +424,7 @@ func (s *Store) LastBreakerStates(ctx context.Context) (map[string]fleet.Breaker
 }
 
 func (s *Store) breakerChanges(ctx context.Context, q string, args ...any) ([]fleet.BreakerChange, error) {
+	s.settle(ctx)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err

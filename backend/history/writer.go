@@ -28,6 +28,8 @@ type pending struct {
 	rec  []byte
 	err  error      // the record's own failure in the last commit (a repeated id)
 	done chan error // buffered: a commit never waits on it
+	// journaled: in the journal, and its Record has returned.
+	journaled bool
 }
 
 // errRepeated: the id of a record is recorded already.
@@ -44,14 +46,17 @@ const (
 	checkpointAt = 1000
 )
 
-// Record writes rec with its attempts and returns once the transaction
-// holding it has committed, so a caller that answers only after Record
-// returns never answers a request that history could lose to a crash.
-// When no commit is running, Record commits rec at once, itself;
-// records that arrive while one runs share the next transaction. Attempts
-// are stored in slice order: an attempt's Order and RequestID are taken
-// from its position and rec.ID. An id already recorded is an error, and
-// fails only its own Record.
+// Record writes rec with its attempts and returns once it is durable, so
+// a caller that answers only after Record returns never answers a request
+// that history could lose to a crash of Switchyard. It is durable once it
+// is in the journal (journal.go): Record appends it there, hands it to
+// the writer goroutine and returns. A Store without a journal (another
+// Store on the same file holds it) commits rec before returning: at once,
+// itself, when no commit is running; records that arrive while one runs
+// share the next transaction. Attempts are stored in slice order: an
+// attempt's Order and RequestID are taken from its position and rec.ID.
+// An id already recorded is refused: without a journal Record fails with
+// an error; with one, the writer logs it and keeps the first record.
 //
 // When the queue is full Record waits for room. ctx bounds the wait, both
 // for room and for the commit; a record already queued when ctx ends is
@@ -73,6 +78,16 @@ func (s *Store) Record(ctx context.Context, rec fleet.RequestRecord) error {
 		return fmt.Errorf("record request %s: %w", rec.ID, err)
 	}
 	p := &pending{id: rec.ID, rec: b, done: make(chan error, 1)}
+	if s.journal != nil {
+		switch err := s.journalRecord(ctx, p); {
+		case err == nil:
+			return nil
+		case !errors.Is(err, errJournalWrite):
+			return fmt.Errorf("record request %s: %w", rec.ID, err)
+		}
+		// The journal can't be written (a full disk): commit instead,
+		// which says what is wrong.
+	}
 	lead, err := s.enqueue(ctx, p)
 	if err != nil {
 		return fmt.Errorf("record request %s: %w", rec.ID, err)
@@ -83,6 +98,47 @@ func (s *Store) Record(ctx context.Context, rec fleet.RequestRecord) error {
 	if err := s.wait(ctx, p, lead); err != nil {
 		return fmt.Errorf("record request %s: %w", rec.ID, err)
 	}
+	return nil
+}
+
+// errJournalWrite: appending to the journal failed.
+var errJournalWrite = errors.New("journal write failed")
+
+// journalRecord appends p to the journal and queues it for the writer
+// goroutine, which it wakes, once the queue has room.
+func (s *Store) journalRecord(ctx context.Context, p *pending) error {
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	select {
+	case s.room <- struct{}{}:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	j := s.journal
+	j.mu.Lock()
+	s.qmu.Lock()
+	err := ErrClosed
+	if !s.closed {
+		if err = j.appendFrame(p.rec); err == nil {
+			p.journaled = true
+			s.queue = append(s.queue, p)
+		}
+	}
+	s.qmu.Unlock()
+	j.mu.Unlock()
+	if err != nil {
+		<-s.room
+		if err != ErrClosed {
+			s.logf("history: %v; committing records before answering instead", err)
+			err = errJournalWrite
+		}
+		return err
+	}
+	if s.afterEnqueue != nil {
+		s.afterEnqueue()
+	}
+	s.wake(s.takeOver)
 	return nil
 }
 
@@ -276,6 +332,18 @@ func (s *Store) commit(recs []*pending, evs []fleet.BreakerChange) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.commits.Add(1)
+	if s.journal != nil {
+		n := 0
+		for _, p := range recs {
+			if p.journaled {
+				p.journaled = false
+				n++
+			}
+		}
+		if err := s.journal.committed(n); err != nil {
+			s.logf("history: %v", err)
+		}
+	}
 	if written > 0 {
 		s.unmoved += written
 		s.sinceCheckpoint += written
@@ -403,6 +471,11 @@ func (s *Store) shutdown() {
 	if _, err := s.w.exec("PRAGMA optimize"); err != nil {
 		s.logf("history: optimize: %v", err)
 	}
+	if s.journal != nil {
+		if err := s.journal.close(); err != nil {
+			s.logf("history: %v", err)
+		}
+	}
 }
 
 // Prune deletes the requests (their attempts go with them) and breaker
@@ -455,14 +528,17 @@ func (s *Store) prune() (int64, error) {
 	return total, nil
 }
 
-// settle moves what waits in the inbox into requests and attempts before a
-// query reads them, so that it sees every record Record acknowledged, this
-// Store's or another's on the same file. When the move fails the query
+// settle commits what waits in the journal and moves what waits in the
+// inbox into requests and attempts before a query reads them, so that it
+// sees every record Record acknowledged: this Store's, and another's on
+// the same file once that one's writer has committed it. When the move fails the query
 // reads what the tables hold, and Health says why.
 func (s *Store) settle(ctx context.Context) {
-	var waiting bool
-	if err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM inbox)").Scan(&waiting); err != nil || !waiting {
-		return
+	if s.journal == nil || !s.journal.unsettled() {
+		var waiting bool
+		if err := s.db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM inbox)").Scan(&waiting); err != nil || !waiting {
+			return
+		}
 	}
 	select {
 	case s.wlock <- struct{}{}:

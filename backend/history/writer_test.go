@@ -150,7 +150,7 @@ func gate(o *Options, n int) <-chan struct{} {
 
 func TestGroupCommit(t *testing.T) {
 	const n = 40
-	o := Options{}
+	o := Options{noJournal: true}
 	held := gate(&o, n)
 	s, path := openTemp(t, o)
 	other := openAt(t, path, Options{})
@@ -190,7 +190,7 @@ func TestBadRecordFailsOnlyItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logged atomic.Int32
-	o := Options{Logf: func(string, ...any) { logged.Add(1) }}
+	o := Options{Logf: func(string, ...any) { logged.Add(1) }, noJournal: true}
 	held := gate(&o, n)
 	s = openAt(t, path, o)
 
@@ -290,7 +290,7 @@ func TestIdleWriterCommitsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var batches []int
 		var byCaller []bool
-		o := Options{Now: time.Now, beforeCommit: func(records, _ int) {
+		o := Options{Now: time.Now, noJournal: true, beforeCommit: func(records, _ int) {
 			batches = append(batches, records)
 			buf := make([]byte, 8<<10)
 			byCaller = append(byCaller, strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*Store).Record"))
