@@ -8,6 +8,7 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"time"
 )
 
@@ -319,6 +320,30 @@ type Backend interface {
 // and its errors are read as before.
 type Passthrougher interface {
 	Passthrough()
+}
+
+// Waiter is a Stream that can say when Recv is about to wait for the
+// upstream: from BeforeWait on, Recv calls f first, on its own goroutine,
+// each time it has no whole event left and reads the upstream's body. A
+// reader that writes chunks out can write them then, not one by one:
+// what the upstream sent together goes out together, and nothing is held
+// back while the upstream is silent.
+type Waiter interface {
+	BeforeWait(f func())
+}
+
+// WaitReader is a body that calls Before, when set, before each Read: an
+// adapter reads its body through one to be a Waiter.
+type WaitReader struct {
+	R      io.Reader
+	Before func()
+}
+
+func (w *WaitReader) Read(p []byte) (int, error) {
+	if w.Before != nil {
+		w.Before()
+	}
+	return w.R.Read(p)
 }
 
 // Checker is a Backend that can tell, before sending, that req would lose

@@ -270,6 +270,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet
 	w.WriteHeader(http.StatusOK)
 
 	cw := newChunkWriter(w, s.o.WriteTimeout)
+	cw.flushBeforeWait(st)
 	same := sameDialect(req, meta, fleet.ProviderOllama)
 	if same {
 		st.Passthrough()
@@ -306,7 +307,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet
 		} else {
 			cw.buf = lines.appendLine(cw.buf, &ch)
 		}
-		if err := cw.flush(); err != nil {
+		if err := cw.chunk(); err != nil {
 			return
 		}
 	}

@@ -417,6 +417,7 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req *fleet
 		st.Passthrough()
 	}
 	cw := newChunkWriter(w, s.o.WriteTimeout)
+	cw.flushBeforeWait(st)
 	enc := oaChunkEncoder{id: "chatcmpl-" + meta.RequestID, created: time.Now().Unix(), model: meta.Candidate.Model,
 		ids: callIDs{prefix: meta.RequestID}, text: kind == textChunks}
 	if enc.text {
@@ -464,7 +465,7 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req *fleet
 			}
 			cw.buf = enc.appendChunk(cw.buf, &ch)
 		}
-		if err := cw.flush(); err != nil {
+		if err := cw.chunk(); err != nil {
 			return // the caller went away; Close records the abort
 		}
 	}

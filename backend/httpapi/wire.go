@@ -154,14 +154,46 @@ func startSSE(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// chunkWriter writes a streamed answer: each chunk flushed at once, the
-// write deadline extended per chunk so a vanished caller cannot pin the
+// chunkWriter writes a streamed answer: each chunk flushed at once, or,
+// after flushBeforeWait, when the upstream's stream is about to wait; the
+// write deadline extended per write so a vanished caller cannot pin the
 // handler, while a slow one only slows its own stream.
 type chunkWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
 	buf     []byte
+	lazy    bool  // chunks are written before the stream waits
+	err     error // the first failed write of a lazy writer
+}
+
+// lazyMax is the most a lazy chunkWriter holds before it writes anyway.
+const lazyMax = 32 << 10
+
+// flushBeforeWait makes cw write its chunks when st is about to wait for
+// the upstream rather than one by one (router.Stream.BeforeWait): what
+// the upstream sent together goes out in one write, which is what a bare
+// proxy's copy does, and nothing is held back while the upstream is
+// silent. Where st can't say, every chunk is written at once.
+func (cw *chunkWriter) flushBeforeWait(st *router.Stream) {
+	cw.lazy = st.BeforeWait(func() {
+		if len(cw.buf) > 0 && cw.err == nil {
+			cw.err = cw.flush()
+		}
+	})
+}
+
+// chunk ends a chunk in cw.buf: it is written now, or by a lazy writer
+// before the stream waits or once lazyMax is held. An error says the
+// caller went away.
+func (cw *chunkWriter) chunk() error {
+	switch {
+	case cw.err != nil:
+		return cw.err
+	case cw.lazy && len(cw.buf) < lazyMax:
+		return nil
+	}
+	return cw.flush()
 }
 
 func newChunkWriter(w http.ResponseWriter, timeout time.Duration) *chunkWriter {

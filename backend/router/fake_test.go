@@ -112,7 +112,12 @@ type fakeStream struct {
 	steps []step
 	once  sync.Once
 	done  chan struct{}
+	// before: set by BeforeWait (fleet.Waiter), called before a step
+	// that waits.
+	before func()
 }
+
+func (s *fakeStream) BeforeWait(f func()) { s.before = f }
 
 func (s *fakeStream) Recv() (fleet.Chunk, error) {
 	if len(s.steps) == 0 {
@@ -129,6 +134,9 @@ func (s *fakeStream) Recv() (fleet.Chunk, error) {
 		}
 	}
 	if st.wait > 0 {
+		if s.before != nil {
+			s.before()
+		}
 		if err := sleep(s.ctx, st.wait); err != nil {
 			return fleet.Chunk{}, err
 		}

@@ -745,6 +745,23 @@ func (s *Stream) Passthrough() {
 	}
 }
 
+// BeforeWait makes Recv call f before it waits for the upstream
+// (fleet.Waiter), on Recv's goroutine, and reports whether the upstream's
+// stream can. The time f takes is not the upstream's: the stall deadline
+// stops while it runs.
+func (s *Stream) BeforeWait(f func()) bool {
+	w, ok := s.a.stream.(fleet.Waiter)
+	if !ok {
+		return false
+	}
+	w.BeforeWait(func() {
+		s.a.timer.Stop()
+		f()
+		s.a.timer.Reset(s.ru.st.fleet.Settings.StallTimeout)
+	})
+	return true
+}
+
 // Recv returns the next chunk. It returns io.EOF after a complete answer,
 // a *CommittedError when the upstream failed after the first token, and
 // another error when the caller closed the stream or went away. Before it

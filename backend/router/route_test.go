@@ -533,3 +533,33 @@ func TestExclusionsRecordedInOrder(t *testing.T) {
 		}
 	})
 }
+
+// Stream.BeforeWait: the reader's function runs before the upstream
+// waits, and the time it takes (a slow caller's write) is not counted
+// against the upstream's stall deadline.
+func TestBeforeWaitIsNotTheUpstreamsStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {steps: []step{role(), tok("x"), {wait: time.Second, chunk: fleet.Chunk{Content: "y"}}, finish()}}})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{FirstTokenTimeout: 2 * time.Second, StallTimeout: 5 * time.Second}), Deps{Recorder: rec})
+		st, err := r.Stream(context.Background(), &fleet.Request{Model: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		calls := 0
+		if !st.BeforeWait(func() { calls++; time.Sleep(10 * time.Second) }) {
+			t.Fatal("BeforeWait = false on a stream that can wait")
+		}
+		got, err := drain(st)
+		if err != nil || got != "xy" {
+			t.Fatalf("drain = %q, %v; want xy with no stall", got, err)
+		}
+		if calls != 1 {
+			t.Errorf("the reader's function ran %d times; want once, before the wait", calls)
+		}
+		if o := rec.last().Attempts[0].Outcome; o != fleet.OutcomeSuccess {
+			t.Errorf("attempt outcome %s; want success", o)
+		}
+	})
+}

@@ -49,6 +49,7 @@ type wireLine struct {
 type stream struct {
 	ctx  context.Context
 	body io.ReadCloser
+	wait *fleet.WaitReader // body, as sc reads it
 	sc   *bufio.Scanner
 	max  int
 
@@ -69,6 +70,9 @@ type stream struct {
 // Passthrough implements fleet.Passthrougher.
 func (s *stream) Passthrough() { s.passthrough = true }
 
+// BeforeWait implements fleet.Waiter.
+func (s *stream) BeforeWait(f func()) { s.wait.Before = f }
+
 // The marks of a line that says more than text; a JSON string holds no
 // unescaped quote, so they can't stand inside a token's text.
 var (
@@ -87,11 +91,12 @@ func plainLine(b []byte) bool {
 // newStream reads NDJSON from body, allowing lines of up to maxLine bytes.
 // The stream owns body and closes it on Close.
 func newStream(ctx context.Context, body io.ReadCloser, maxLine int) *stream {
-	sc := bufio.NewScanner(body)
+	wait := &fleet.WaitReader{R: body}
+	sc := bufio.NewScanner(wait)
 	// The scanner's buffer is reused for every line; it grows only for a
 	// line longer than the last, up to maxLine.
 	sc.Buffer(make([]byte, 0, min(4096, maxLine)), maxLine)
-	return &stream{ctx: ctx, body: body, sc: sc, max: maxLine}
+	return &stream{ctx: ctx, body: body, wait: wait, sc: sc, max: maxLine}
 }
 
 // Recv returns the next chunk of the answer. The chunk of the done:true line

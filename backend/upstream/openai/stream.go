@@ -37,6 +37,7 @@ type stream struct {
 	ctx    context.Context // the request's context; cancel ends it
 	cancel context.CancelFunc
 	body   io.ReadCloser
+	wait   *fleet.WaitReader // body, as sse reads it
 	sse    *sseReader
 
 	closeOnce sync.Once
@@ -58,6 +59,9 @@ type stream struct {
 // Passthrough implements fleet.Passthrougher.
 func (s *stream) Passthrough() { s.passthrough = true }
 
+// BeforeWait implements fleet.Waiter.
+func (s *stream) BeforeWait(f func()) { s.wait.Before = f }
+
 // eventFeed hands one event's data at a time to the stream's json.Decoder.
 // Decoding every chunk with the same Decoder reuses its buffer, scanner
 // stack and error context, which json.Unmarshal allocates afresh each call
@@ -76,7 +80,8 @@ func (f *eventFeed) Read(p []byte) (int, error) {
 // newStream reads body under ctx. cancel must cancel ctx (or be a no-op
 // when ctx is not the request's); Close calls it.
 func newStream(ctx context.Context, cancel context.CancelFunc, body io.ReadCloser, max int) *stream {
-	return &stream{ctx: ctx, cancel: cancel, body: body, sse: newSSEReader(body, max)}
+	wait := &fleet.WaitReader{R: body}
+	return &stream{ctx: ctx, cancel: cancel, body: body, wait: wait, sse: newSSEReader(wait, max)}
 }
 
 // Recv returns the next chunk. Every SSE data event gives one chunk, which
