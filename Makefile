@@ -35,9 +35,10 @@ export PATH := $(CURDIR)/.tools/node/node_modules/.bin:$(PATH)
 endif
 
 # Debian packages: the desktop window needs GTK and WebKitGTK headers;
-# the browser and window tests need Chromium and Xvfb.
+# the browser and window tests need Chromium and Xvfb; the reload test
+# (e2e_test.go) needs ip from iproute2 for its network namespace.
 DESKTOP_PKGS := libgtk-3-dev libwebkit2gtk-4.0-dev pkg-config gcc
-TEST_PKGS := chromium xvfb xauth x11-utils imagemagick curl
+TEST_PKGS := chromium xvfb xauth x11-utils imagemagick curl iproute2
 
 # What the binaries are built from: a change to any of these rebuilds them,
 # nothing else does.

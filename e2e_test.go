@@ -82,11 +82,11 @@ func TestReloadNeverExposesWithoutAKey(t *testing.T) {
 	addr := "192.0.2.1:8484"
 	wrap := []string{"unshare", "--net"}
 	setup := "ip link set lo up && ip addr add 192.0.2.1/32 dev lo"
-	if !canUnshare("--net") {
+	if _, err := exec.LookPath("ip"); err != nil || !canUnshare("--net") {
 		// Without a namespace of its own, bind every interface of this
 		// machine for the few seconds of the test and talk over loopback:
 		// the key is what keeps it closed.
-		t.Log("no private network namespace here (needs root and unshare): binding 0.0.0.0, talking over 127.0.0.1")
+		t.Log("no private network namespace here (needs root, unshare and ip from iproute2): binding 0.0.0.0, talking over 127.0.0.1")
 		addr, wrap, setup = "0.0.0.0:"+freePort(t), nil, "true"
 	}
 	base := "http://" + strings.Replace(addr, "0.0.0.0", "127.0.0.1", 1)
@@ -108,7 +108,7 @@ func TestReloadNeverExposesWithoutAKey(t *testing.T) {
 			write("short.yaml", listen+"api_key: short\n")
 			script := fmt.Sprintf(`
 set -u
-%s
+%s || { echo "network setup failed"; exit 1; }
 SWITCHYARD_TEST_MAIN=switchyard %q serve --demo --config %q --db %q %s 2>%q &
 srv=$!
 trap 'kill $srv 2>/dev/null; wait $srv 2>/dev/null' EXIT

@@ -12,6 +12,9 @@ export default defineConfig({
     chunkSizeWarningLimit: 400,
   },
   server: {
+    // An address, not "localhost": Vite and Vitest look that name up, and a
+    // machine without /etc/hosts (a bare chroot) can't resolve it.
+    host: '127.0.0.1',
     // `npm run dev` proxies the API to a running `switchyard serve`.
     proxy: {
       '/v1': 'http://127.0.0.1:8484',
