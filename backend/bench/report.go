@@ -610,9 +610,9 @@ func (r *Report) tailNoise() string {
 	return fmt.Sprintf(" A p99 ratio divides two differences of tail percentiles: where the bare proxy adds little at p99 (down to %s in this run) it is large and moves from run to run.", fmtAdded(least))
 }
 
-// historyNextStep is what would take the history's commit off the
-// answer's path while keeping its guarantee.
-const historyNextStep = "Next step: a cheaper durable hand-off than a SQLite commit. A kill -9 cannot lose what write(2) has returned, so an append-only journal, one write per record, moved into SQLite off the answer's path and replayed by Open, keeps the guarantee at a few microseconds; a repeated id would then be found in memory instead of by the inbox's key."
+// historyNextStep is what would take the rest of the history's cost off
+// the answer's path.
+const historyNextStep = "Record itself is one write(2) into the journal (docs/DESIGN.md, \"Durability\"); what the history adds beyond it is the writer goroutine's SQLite commit, off the answer's path but on the cores the client and the upstreams share. Next step: when the writer finds records arriving faster than it commits, wait a little to commit them in larger batches."
 
 // whyMissed explains each missed goal as far as the run can, quoting it.
 func (r *Report) whyMissed() []string {
@@ -625,7 +625,7 @@ func (r *Report) whyMissed() []string {
 		if h := r.historyRow(goalConcurrency, true); h != nil && slices.ContainsFunc(fs, func(f Figure) bool { return strings.HasPrefix(f.Name, "total") }) {
 			s += fmt.Sprintf(" Beyond the first token the total also pays the history, whose record is committed before the caller receives the end of its answer (%s at p50 for a stream at concurrency %d, the History rows).", fmtAdded(h.Added.P50), h.Concurrency)
 		}
-		s += " The reads and writes on both connections (the system calls) are what any proxy on `net/http` pays, the bare one too; the rest is Switchyard's own work, and the history's commit is its largest single piece. " + historyNextStep
+		s += " The reads and writes on both connections (the system calls) are what any proxy on `net/http` pays, the bare one too; Switchyard, like the bare proxy, writes what the upstream sent together in one write. The rest is Switchyard's own work before the first token, which a proxy does not do: the caller's request decoded and checked, the upstream's built, its events parsed until the first real token. Next step: build the upstream's request from the caller's bytes without a map when the dialects match, and parse the probe's events with a scanner rather than encoding/json."
 		out = append(out, s)
 	}
 	for _, row := range r.Failover {

@@ -142,6 +142,8 @@ type Store struct {
 	eventsQueued chan struct{} // RecordBreaker queued a change
 	moveNow      chan struct{} // the inbox holds moveAt records
 	moveTimer    *time.Timer   // moveDelay after the first record waits
+	commitTimer  *time.Timer   // commitDelay after the first journaled record waits
+	commitArmed  atomic.Bool   // commitTimer will fire
 	retry        *time.Timer   // the file can't be written: try again
 	quit         chan struct{} // closed by Close
 	stopped      chan struct{} // closed when the writer goroutine has exited
@@ -251,6 +253,7 @@ func open(path string, o Options) (*Store, error) {
 		eventsQueued: make(chan struct{}, 1),
 		moveNow:      make(chan struct{}, 1),
 		moveTimer:    time.NewTimer(time.Hour),
+		commitTimer:  time.NewTimer(time.Hour),
 		retry:        time.NewTimer(time.Hour),
 		quit:         make(chan struct{}),
 		stopped:      make(chan struct{}),
@@ -259,6 +262,7 @@ func open(path string, o Options) (*Store, error) {
 		w:     w,
 	}
 	s.moveTimer.Stop()
+	s.commitTimer.Stop()
 	s.retry.Stop()
 	if !o.noJournal {
 		s.journal = s.openJournal(o.journalLimit)
@@ -339,6 +343,7 @@ func (s *Store) Close() error {
 	close(s.quit)
 	<-s.stopped
 	s.moveTimer.Stop()
+	s.commitTimer.Stop()
 	s.retry.Stop()
 	// A query or a Prune from now on finds no connection to write with.
 	s.wlock <- struct{}{}

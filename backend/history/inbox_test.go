@@ -15,7 +15,7 @@ import (
 // after the first record that waits there.
 func TestInboxMovesByCountAndDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, _ := openTemp(t, Options{Now: time.Now, moveAt: 5, moveDelay: time.Minute})
+		s, _ := openTemp(t, Options{Now: time.Now, moveAt: 5, moveDelay: time.Minute, noJournal: true})
 		for i := range 4 {
 			mustRecord(t, s, rec(fmt.Sprint("c", i), t0))
 		}

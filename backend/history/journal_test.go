@@ -42,9 +42,9 @@ func TestJournalAcknowledgesBeforeTheCommit(t *testing.T) {
 	}
 }
 
-// An idle writer commits what the journal holds at once: no wait for a
-// tick or a batch (the bubble's clock does not move).
-func TestJournalCommitsAtOnce(t *testing.T) {
+// The writer commits what the journal holds in batches: commitDelay
+// after the first record that waits, or at once when commitAt wait.
+func TestJournalCommitsInBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := openTemp(t, Options{Now: time.Now, moveAt: -1, moveDelay: -1})
 		start := time.Now()
@@ -55,11 +55,29 @@ func TestJournalCommitsAtOnce(t *testing.T) {
 		if d := time.Since(start); d != 0 {
 			t.Errorf("three Records took %v of the bubble's clock; want none", d)
 		}
-		if n := rows(t, s.db, "inbox"); n != 3 {
-			t.Errorf("inbox %d once the writer is idle; want 3", n)
+		if n := rows(t, s.db, "inbox"); n != 0 || !s.journal.unsettled() {
+			t.Errorf("inbox %d at once; want 0, the records in the journal", n)
+		}
+		time.Sleep(commitDelay - time.Millisecond)
+		synctest.Wait()
+		if n := rows(t, s.db, "inbox"); n != 0 {
+			t.Errorf("inbox %d just before commitDelay; want 0", n)
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n, c := rows(t, s.db, "inbox"), s.Commits(); n != 3 || c != 1 {
+			t.Errorf("commitDelay after the first record: inbox %d in %d commits; want 3 in 1", n, c)
 		}
 		if s.journal.unsettled() {
-			t.Error("the journal still has records to commit once the writer is idle")
+			t.Error("the journal still has records to commit")
+		}
+
+		for i := range commitAt {
+			mustRecord(t, s, rec(fmt.Sprint("b", i), t0))
+		}
+		synctest.Wait()
+		if n := rows(t, s.db, "inbox"); n != 3+commitAt {
+			t.Errorf("inbox %d once %d records wait, with no time passed; want %d", n, commitAt, 3+commitAt)
 		}
 	})
 }

@@ -72,7 +72,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		Attempts: []fleet.Attempt{},
 	}
 	mustRecord(t, s, failed)
-	// Read through a second Store on the file, as another process would.
+	// Read through a second Store on the file, as another process would,
+	// once this one has committed it (a query commits what waits).
+	s.Requests(ctx, Filter{})
 	other := openAt(t, path, Options{})
 	if got, err := other.Request(ctx, "req-2"); err != nil || !reflect.DeepEqual(got, failed) {
 		t.Errorf("Request(req-2) = %+v, %v; want %+v", got, err, failed)
