@@ -290,3 +290,25 @@ func ReadAll(ctx context.Context, r io.Reader, max int64, what string) ([]byte, 
 	}
 	return b, nil
 }
+
+// What FinishBody reads at most, and waits for at most.
+const (
+	finishMax  = 64 << 10
+	finishWait = 100 * time.Millisecond
+)
+
+// FinishBody reads what follows an answer's end marker ([DONE], Ollama's
+// done:true) to the end of the body, so that net/http puts the connection
+// back in its pool: a body closed before its end closes the connection,
+// and every request then dialled a new one, a connect and two goroutines
+// on both sides. A server sends the end of the body right after the
+// marker; one that sends more than finishMax, or does not end the body
+// within finishWait, loses its connection, as before. It reads body
+// itself, not through the adapter's fleet.WaitReader: the chunks before
+// the marker go out with the end of the answer, not in a write of their
+// own.
+func FinishBody(body io.ReadCloser) {
+	t := time.AfterFunc(finishWait, func() { body.Close() })
+	defer t.Stop()
+	io.Copy(io.Discard, io.LimitReader(body, finishMax))
+}

@@ -126,6 +126,7 @@ func (s *stream) Recv() (fleet.Chunk, error) {
 		}
 		if s.line.Done {
 			s.err = io.EOF
+			upstream.FinishBody(s.body)
 		}
 		return c, nil
 	}

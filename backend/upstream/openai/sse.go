@@ -212,6 +212,9 @@ func (s *sseReader) line() ([]byte, error) {
 	}
 }
 
+// ended reports whether the body has ended (or failed).
+func (s *sseReader) ended() bool { return s.rerr != nil }
+
 func (s *sseReader) tooLong() error {
 	return &fleet.MalformedError{Detail: fmt.Sprintf("SSE line longer than %d bytes", s.max)}
 }

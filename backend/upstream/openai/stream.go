@@ -114,6 +114,9 @@ func (s *stream) Recv() (fleet.Chunk, error) {
 	}
 	if isDone(ev.data) {
 		s.err = io.EOF
+		if !s.sse.ended() {
+			upstream.FinishBody(s.body)
+		}
 		return fleet.Chunk{}, s.err
 	}
 	if s.passthrough && plainEvent(ev.data) {
