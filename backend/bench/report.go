@@ -563,7 +563,7 @@ func (r *Report) howToRead() []string {
 	out := []string{
 		fmt.Sprintf("Goals: latency goals are at concurrency %d, as ratios of what Switchyard adds to what the bare proxy adds; the Overhead table shows the other concurrencies for information, each added latency of Switchyard with its ratio to the bare proxy's.", goalConcurrency),
 		"The load generator, the upstreams and Switchyard share the machine's cores, so CPU that Switchyard spends on a request shows up as latency, and at high concurrency every path's latency is mostly queueing for the CPU." + r.queueing() + r.tailNoise(),
-		"The Switchyard path is the product as it ships: it records every request into its SQLite history, and the router waits for the record's commit before it ends the answer (docs/DESIGN.md, \"Durability\"). The History rows measure that cost alone.",
+		"The Switchyard path is the product as it ships: it records every request into its SQLite history, and the router waits until the record is durable (written to the history's journal, which the writer commits into SQLite in batches) before it ends the answer (docs/DESIGN.md, \"Durability\"). The History rows measure that cost alone.",
 		fmt.Sprintf("A non-stream request has no TTFT: its figure is the total. Switchyard still reads the upstream as a stream (docs/DESIGN.md, \"Non-streaming requests\"), so a non-stream request falls back even after the primary's first token, as the `%s` rows show; a stream cannot, once its first token is sent.", afterFirstFault),
 		"The bare proxy reads each request body whole before forwarding it, as Switchyard does: streaming the caller's body through `httputil.ReverseProxy` makes about one streamed POST in 300 fail under concurrency on Go 1.26 (the transport closes the upstream connection mid-answer).",
 		fmt.Sprintf("Failover cost is measured with a breaker that never opens, so every request tries the failing primary first. `error_event` arrives when the primary's first token would (after its %v TTFT), and `%s` after the primary's first tokens, so their costs include that wait. `hang_first_token` is reported beyond Switchyard's first-token deadline.", simfleet.FastTTFT, afterFirstFault),
@@ -623,7 +623,7 @@ func (r *Report) whyMissed() []string {
 			goalConcurrency, strings.ReplaceAll(listFigures(fs), fmt.Sprintf(", concurrency %d", goalConcurrency), ""), r.Machine.CPUs)
 		s += r.profileSays()
 		if h := r.historyRow(goalConcurrency, true); h != nil && slices.ContainsFunc(fs, func(f Figure) bool { return strings.HasPrefix(f.Name, "total") }) {
-			s += fmt.Sprintf(" Beyond the first token the total also pays the history, whose record is committed before the caller receives the end of its answer (%s at p50 for a stream at concurrency %d, the History rows).", fmtAdded(h.Added.P50), h.Concurrency)
+			s += fmt.Sprintf(" Beyond the first token the total also pays the history, whose record is made durable before the caller receives the end of its answer (%s at p50 for a stream at concurrency %d, the History rows).", fmtAdded(h.Added.P50), h.Concurrency)
 		}
 		s += " The reads and writes on both connections (the system calls) are what any proxy on `net/http` pays, the bare one too; Switchyard, like the bare proxy, writes what the upstream sent together in one write. The rest is Switchyard's own work before the first token, which a proxy does not do: the caller's request decoded and checked, the upstream's built, its events parsed until the first real token. Next step: build the upstream's request from the caller's bytes without a map when the dialects match, and parse the probe's events with a scanner rather than encoding/json."
 		out = append(out, s)
@@ -681,7 +681,7 @@ func (r *Report) whyMissed() []string {
 		}
 	}
 	if len(costly) > 0 {
-		s := fmt.Sprintf("The history (p50 %s): the router waits for the record's group commit before it ends the answer, so that no answered request is missing from the history after a crash (docs/DESIGN.md, \"Durability\").", strings.Join(costly, "; "))
+		s := fmt.Sprintf("The history (p50 %s): the router waits until the record is durable before it ends the answer, so that no answered request is missing from the history after a crash (docs/DESIGN.md, \"Durability\").", strings.Join(costly, "; "))
 		if h := r.historyRow(goalConcurrency, true); h != nil {
 			s += fmt.Sprintf(" `Record` took %s at p50 for a stream at concurrency %d, %s of the request.", fmtUS(h.Record.P50), h.Concurrency, fmtShare(h.RecordShare))
 		}
