@@ -2,10 +2,14 @@ package realserver
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -74,6 +78,38 @@ func (s *Server) Create(t testing.TB, name, modelfile string) {
 	if out, err := s.CLI(t, 2*time.Minute, "create", name, "-f", path); err != nil {
 		t.Fatalf("realserver: ollama create %s: %v\n%s", name, err, out)
 	}
+}
+
+// Load loads model into the server's memory (POST /api/generate with no
+// prompt, as `ollama run` does first), for a test whose subject is not
+// the first load. A load whose runner dies at start (Ollama answers 500
+// "llama-server process has terminated", seen once in a make test in a
+// fresh chroot) is tried again, three times at most.
+func (s *Server) Load(t testing.TB, model string) {
+	t.Helper()
+	body := `{"model":` + strconv.Quote(model) + `}`
+	var last string
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Root+"/api/generate", strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("realserver: load %s: %v", model, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+		last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, b)
+		if !strings.Contains(string(b), "process has terminated") {
+			break
+		}
+		t.Logf("realserver: load %s on %s: %s; trying again", model, s.Addr, last)
+	}
+	t.Fatalf("realserver: load %s on %s: %s", model, s.Addr, last)
 }
 
 // CLI runs the ollama command line against the server with the given

@@ -365,6 +365,10 @@ func TestRealRequestFaultsLockNobodyOut(t *testing.T) {
 	t.Run("output the server can't parse: Ollama", func(t *testing.T) {
 		models := map[string]string{"tinybytes": realserver.ChatMLModelfile(b.TinyBytes(t))}
 		alpha, bravo := ollamaWith(t, b, nil, models), ollamaWith(t, b, nil, models)
+		// Both loaded first: a runner that dies at its first load is the
+		// server's fault, rightly counted, and not this test's subject.
+		alpha.Load(t, "tinybytes")
+		bravo.Load(t, "tinybytes")
 		sy := startReal(t, quietSelection, ollamaCand("alpha", alpha, "tinybytes", ""), ollamaCand("bravo", bravo, "tinybytes", ""))
 		// Seed 1 with 200 tokens: Ollama's answer just stops, without
 		// done:true and without an error (FINDINGS.md §3).
