@@ -529,3 +529,46 @@ func TestModelOutputFailuresAreTheRequests(t *testing.T) {
 		})
 	})
 }
+
+// A request that started after this one may go ahead of it in the
+// server's queue and end before this one's first token comes: its wait
+// is still a queued wait, not a sample of how fast the model answers. It
+// used to be taught as warm (llama-server --parallel 1, TestRealQueueing).
+func TestWaitBehindALaterRequestIsNoSample(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {steps: []step{role(), {wait: 2 * time.Second, chunk: fleet.Chunk{Content: "Y"}}, finish()}}})
+		spy := &spyDeadlines{d: 10 * time.Second}
+		fl := testFleet(f, Settings{FirstTokenTimeout: 10 * time.Second, StallTimeout: time.Minute})
+		fl.Targets[0].Candidate.Slots = 1
+		r := New(fl, Deps{Recorder: &memRecorder{}, Deadlines: spy})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			s, err := r.Stream(t.Context(), &fleet.Request{Model: "a"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			drain(s)
+		})
+		synctest.Wait() // Y waits for its first token, the server idle as far as Switchyard knows
+		f.set("a", answer("W"))
+		s, err := r.Stream(t.Context(), &fleet.Request{Model: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(s) // W went ahead and is done
+		wg.Wait()
+		var found bool
+		for _, smp := range spy.taught() {
+			if smp.TTFT == 2*time.Second {
+				found = true
+				if !smp.Queued {
+					t.Error("a wait behind a request that started later was taught as a warm sample")
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("no sample of Y's wait among %+v", spy.taught())
+		}
+	})
+}

@@ -259,6 +259,10 @@ type attempt struct {
 	committed atomic.Bool
 	released  atomic.Bool
 	inflight  *atomic.Int64 // the candidate's count of running attempts
+	// startSeq is the candidate's count of started attempts with this one,
+	// othersAtStart how many others ran when it started (othersFilled).
+	startSeq      int64
+	othersAtStart int
 	// queued: the candidate's server was full when the attempt started,
 	// so its wait for a first token is partly a wait in the queue.
 	queued bool
@@ -273,9 +277,11 @@ func (ru *run) startAttempt(e entry, t breaker.Ticket) *attempt {
 	c := e.target.Candidate
 	ceiling := ru.st.fleet.Settings.FirstTokenTimeout
 	d, cold := ru.r.deps.Deadlines.FirstToken(c, ceiling)
-	a := &attempt{e: e, ticket: t, inflight: &ru.r.mark(c.ID).inflight}
+	m := ru.r.mark(c.ID)
+	a := &attempt{e: e, ticket: t, inflight: &m.inflight}
 	a.queued = ru.r.view(c, time.Now()).saturated
-	a.inflight.Add(1)
+	a.othersAtStart = int(a.inflight.Add(1)) - 1
+	a.startSeq = m.starts.Add(1)
 	if a.queued && !ru.moreToTry() {
 		// The last candidate left is full: wait in its queue rather than
 		// give up on a deadline learned from unqueued answers (a cold
@@ -639,8 +645,9 @@ func (ru *run) commit(a *attempt) (*Stream, *halt) {
 	// Another server answered: an earlier suspect was the server's fault.
 	ru.settle(breaker.Failure)
 	if !a.queued {
-		// It may have waited behind a request that started with it.
-		a.queued = ru.r.othersFill(a.e.target.Candidate)
+		// It may have waited behind a request that started with it or
+		// after it, and may have ended since.
+		a.queued = ru.r.othersFilled(a.e.target.Candidate, a)
 	}
 	a.committed.Store(true)
 	now := time.Now()

@@ -160,6 +160,7 @@ type marks struct {
 	missingSince time.Time
 	unsupported  map[string]bool // capabilities the server said the model lacks
 	inflight     atomic.Int64
+	starts       atomic.Int64 // attempts ever started on the candidate
 }
 
 // state is an immutable snapshot of the fleet; Update replaces it.
@@ -348,12 +349,18 @@ func (r *Router) view(c fleet.Candidate, now time.Time) view {
 	return v
 }
 
-// othersFill reports whether other requests fill c's server now, besides
-// the one asking: a first token that arrives now may have waited behind
-// them (requests that arrive together reach a server in no set order).
-func (r *Router) othersFill(c fleet.Candidate) bool {
-	if slots := r.slots(c); slots > 0 && int(r.mark(c.ID).inflight.Load())-1 >= slots {
-		return true
+// othersFilled reports whether other requests may have filled c's server
+// during a's wait for its first token: as many as its slots ran beside a,
+// counting those running when a started and those started since (requests
+// that arrive together reach a server in no set order, and one that went
+// ahead of a may have ended before a's first token came), or the server
+// says requests wait.
+func (r *Router) othersFilled(c fleet.Candidate, a *attempt) bool {
+	if slots := r.slots(c); slots > 0 {
+		m := r.mark(c.ID)
+		if others := a.othersAtStart + int(m.starts.Load()-a.startSeq); others >= slots {
+			return true
+		}
 	}
 	return r.deps.Capacity != nil && r.deps.Capacity.Waiting(c)
 }
