@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // The journal (docs/DESIGN.md, "Durability"). Record appends a request's
@@ -53,6 +54,7 @@ type journal struct {
 	limit   int64 // journalTruncateAt, or a test's own
 	pending int   // records appended and not yet committed
 	buf     []byte
+	failing atomic.Bool // the last append failed (said once, in the log)
 }
 
 // openJournal opens, creating it when missing, and locks the journal of

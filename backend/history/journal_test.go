@@ -207,14 +207,29 @@ func TestJournalRepeatedID(t *testing.T) {
 // and says why once in the log.
 func TestJournalWriteFailsOverToCommit(t *testing.T) {
 	l := &logs{}
-	s, _ := openTemp(t, Options{Logf: l.logf})
+	s, path := openTemp(t, Options{Logf: l.logf})
 	s.journal.f.Close() // every write fails from now on
-	mustRecord(t, s, rec("r", t0))
-	if n := rows(t, s.db, "inbox"); n != 1 {
-		t.Errorf("inbox %d when Record returned; want the record committed", n)
+	mustRecord(t, s, rec("r", t0), rec("r2", t0))
+	if n := rows(t, s.db, "inbox"); n != 2 {
+		t.Errorf("inbox %d when Record returned; want the records committed", n)
 	}
-	if !strings.Contains(l.text(), "committing records before answering instead") {
-		t.Errorf("log = %q; want the failure said", l.text())
+	if got := strings.Count(l.text(), "committing records before answering"); got != 1 {
+		t.Errorf("log = %q; want the failure said once", l.text())
+	}
+	// Writable again: Records go to the journal, and the log says so.
+	f, err := os.OpenFile(path+journalSuffix, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.journal.mu.Lock()
+	s.journal.f = f
+	s.journal.mu.Unlock()
+	mustRecord(t, s, rec("r3", t0))
+	if ids := journalIDs(t, path); len(ids) != 1 || ids[0] != "r3" {
+		t.Errorf("journal holds %v; want [r3]", ids)
+	}
+	if !strings.Contains(l.text(), "the journal can be written again") {
+		t.Errorf("log = %q; want the recovery said", l.text())
 	}
 }
 

@@ -142,10 +142,15 @@ func (s *Store) journalRecord(ctx context.Context, p *pending) error {
 	if err != nil {
 		<-s.room
 		if err != ErrClosed {
-			s.logf("history: %v; committing records before answering instead", err)
+			if !j.failing.Swap(true) {
+				s.logf("history: %v; committing records before answering until it can be written again", err)
+			}
 			err = errJournalWrite
 		}
 		return err
+	}
+	if j.failing.Swap(false) {
+		s.logf("history: the journal can be written again")
 	}
 	if s.afterEnqueue != nil {
 		s.afterEnqueue()
