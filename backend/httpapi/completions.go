@@ -117,12 +117,10 @@ func (s *Server) openaiCompletions(w http.ResponseWriter, r *http.Request) {
 	req.Protocol = protocolOf(r, fleet.ProtocolOpenAI)
 	req.Raw = &fleet.Raw{Dialect: fleet.ProviderOpenAI, Endpoint: "/v1/completions", Fields: fields}
 	if !q.Stream {
-		ans, err := s.o.Router.Complete(r.Context(), req)
-		if err != nil {
-			s.failRoute(w, r, err, writeOpenAIRouteError)
+		ans := s.routeComplete(w, r, req, writeOpenAIRouteError)
+		if ans == nil {
 			return
 		}
-		routeHeaders(w.Header(), ans.Meta)
 		writeJSON(w, http.StatusOK, openaiAnswer(req, ans, "text_completion"))
 		return
 	}
@@ -181,12 +179,10 @@ func (s *Server) openaiEmbeddings(w http.ResponseWriter, r *http.Request) {
 	req := &fleet.Request{Kind: fleet.KindEmbed, Model: q.Model, Input: input, Dimensions: q.Dimensions,
 		Protocol: protocolOf(r, fleet.ProtocolOpenAI),
 		Raw:      &fleet.Raw{Dialect: fleet.ProviderOpenAI, Endpoint: "/v1/embeddings", Fields: fields}}
-	ans, err := s.o.Router.Complete(r.Context(), req)
-	if err != nil {
-		s.failRoute(w, r, err, writeOpenAIRouteError)
+	ans := s.routeComplete(w, r, req, writeOpenAIRouteError)
+	if ans == nil {
 		return
 	}
-	routeHeaders(w.Header(), ans.Meta)
 	if sameDialect(req, ans.Meta, fleet.ProviderOpenAI) && len(ans.Fields) > 0 {
 		writeJSON(w, http.StatusOK, ans.Fields) // the upstream's answer, every field
 		return

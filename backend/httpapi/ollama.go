@@ -246,26 +246,22 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet.Request, gen bool) {
 	start := time.Now()
 	if !req.Stream {
-		ans, err := s.o.Router.Complete(r.Context(), req)
-		if err != nil {
-			s.failRoute(w, r, err, writeOllamaError)
+		ans := s.routeComplete(w, r, req, writeOllamaError)
+		if ans == nil {
 			return
 		}
-		routeHeaders(w.Header(), ans.Meta)
 		b, _ := json.Marshal(ollamaWhole(req, ans, gen, time.Since(start)))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		w.Write((&ollamaCallIDs{prefix: ans.RequestID}).typed(b))
 		return
 	}
-	st, err := s.o.Router.Stream(r.Context(), req)
-	if err != nil {
-		s.failRoute(w, r, err, writeOllamaError)
+	st := s.routeStream(w, r, req, writeOllamaError)
+	if st == nil {
 		return
 	}
 	defer st.Close()
 	meta := st.Meta()
-	routeHeaders(w.Header(), meta)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 
@@ -613,12 +609,10 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ollamaEmbedAnswer(w http.ResponseWriter, r *http.Request, req *fleet.Request, legacy bool) {
 	start := time.Now()
-	ans, err := s.o.Router.Complete(r.Context(), req)
-	if err != nil {
-		s.failRoute(w, r, err, writeOllamaError)
+	ans := s.routeComplete(w, r, req, writeOllamaError)
+	if ans == nil {
 		return
 	}
-	routeHeaders(w.Header(), ans.Meta)
 	if sameDialect(req, ans.Meta, fleet.ProviderOllama) && len(ans.Fields) > 0 {
 		writeJSON(w, http.StatusOK, ans.Fields)
 		return

@@ -402,14 +402,12 @@ const (
 // upstream's own events when it speaks OpenAI too, else events made from
 // the chunks.
 func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req *fleet.Request, includeUsage bool, kind int) {
-	st, err := s.o.Router.Stream(r.Context(), req)
-	if err != nil {
-		s.failRoute(w, r, err, writeOpenAIRouteError)
+	st := s.routeStream(w, r, req, writeOpenAIRouteError)
+	if st == nil {
 		return
 	}
 	defer st.Close()
 	meta := st.Meta()
-	routeHeaders(w.Header(), meta)
 	startSSE(w)
 
 	same := sameDialect(req, meta, fleet.ProviderOpenAI)
@@ -690,12 +688,10 @@ type oaUsage struct {
 }
 
 func (s *Server) openaiComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request) {
-	ans, err := s.o.Router.Complete(r.Context(), req)
-	if err != nil {
-		s.failRoute(w, r, err, writeOpenAIRouteError)
+	ans := s.routeComplete(w, r, req, writeOpenAIRouteError)
+	if ans == nil {
 		return
 	}
-	routeHeaders(w.Header(), ans.Meta)
 	writeJSON(w, http.StatusOK, openaiAnswer(req, ans, "chat.completion"))
 }
 

@@ -381,14 +381,12 @@ func (s *Server) openaiResponses(w http.ResponseWriter, r *http.Request) {
 		s.responsesComplete(w, r, q, req)
 		return
 	}
-	st, err := s.o.Router.Stream(r.Context(), req)
-	if err != nil {
-		s.failRoute(w, r, err, writeOpenAIRouteError)
+	st := s.routeStream(w, r, req, writeOpenAIRouteError)
+	if st == nil {
 		return
 	}
 	defer st.Close()
 	meta := st.Meta()
-	routeHeaders(w.Header(), meta)
 	startSSE(w)
 
 	rs := newResponseStream(meta, q)
@@ -584,12 +582,10 @@ func (rs *responseStream) name(item map[string]any) {
 
 func (s *Server) responsesComplete(w http.ResponseWriter, r *http.Request, q *responsesRequest, req *fleet.Request) {
 	created := time.Now().UTC()
-	ans, err := s.o.Router.Complete(r.Context(), req)
-	if err != nil {
-		s.failRoute(w, r, err, writeOpenAIRouteError)
+	ans := s.routeComplete(w, r, req, writeOpenAIRouteError)
+	if ans == nil {
 		return
 	}
-	routeHeaders(w.Header(), ans.Meta)
 	ids := responseIDs(ans.RequestID)
 	chat := api.ChatResponse{Model: ans.Candidate.Model, CreatedAt: created, Done: true, DoneReason: cmp.Or(ans.FinishReason, "stop")}
 	chat.Message = api.Message{Role: "assistant", Content: ans.Message.Content, Thinking: ans.Message.Thinking,

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/router"
 )
 
@@ -120,6 +121,32 @@ func clipText(s string, n int) string {
 // failRoute answers a request the router could not serve, before anything
 // was written, with write (the caller's protocol); a caller that went away
 // gets nothing.
+// routeStream routes req as a stream and sets the routing headers; when
+// no candidate commits it answers the caller in its protocol (write) and
+// returns nil. The caller closes the stream.
+func (s *Server) routeStream(w http.ResponseWriter, r *http.Request, req *fleet.Request, write func(http.ResponseWriter, int, string)) *router.Stream {
+	st, err := s.o.Router.Stream(r.Context(), req)
+	if err != nil {
+		s.failRoute(w, r, err, write)
+		return nil
+	}
+	routeHeaders(w.Header(), st.Meta())
+	return st
+}
+
+// routeComplete routes req for one whole answer and sets the routing
+// headers; when it fails it answers the caller in its protocol (write)
+// and returns nil.
+func (s *Server) routeComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request, write func(http.ResponseWriter, int, string)) *router.Answer {
+	ans, err := s.o.Router.Complete(r.Context(), req)
+	if err != nil {
+		s.failRoute(w, r, err, write)
+		return nil
+	}
+	routeHeaders(w.Header(), ans.Meta)
+	return ans
+}
+
 func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, write func(http.ResponseWriter, int, string)) {
 	status, msg := http.StatusInternalServerError, clipText(err.Error(), maxErrorBody)
 	var re *router.Error
