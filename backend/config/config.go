@@ -82,6 +82,10 @@ type Selection struct {
 	// later than the current one's p95 (YAML selection.hedge). Default
 	// false.
 	Hedge bool
+	// Balance orders candidates within a band of equal priority
+	// (YAML selection.balance): router.BalanceFastest (default) or
+	// router.BalanceOrdered.
+	Balance string
 	// TTFTMultiplier is k in clamp(k × p99 warm TTFT, floor, ceiling)
 	// (YAML selection.ttft_multiplier). Default 4; at least 1.
 	TTFTMultiplier float64

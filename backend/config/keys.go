@@ -60,6 +60,9 @@ var configKeys = []key[Config]{
 		positive),
 	field("selection.hedge", func(c *Config) *bool { return &c.Selection.Hedge }, boolean, false,
 		"start the next candidate too when the first token is later than the current one's p95"),
+	field("selection.balance", func(c *Config) *string { return &c.Selection.Balance }, text, router.BalanceFastest,
+		"within a band of equal priority: fastest (the predicted first token soonest) or ordered (by id)",
+		balance),
 	field("selection.ttft_multiplier", func(c *Config) *float64 { return &c.Selection.TTFTMultiplier }, number, deadline.DefaultMultiplier,
 		"k in the learned deadline clamp(k × p99 warm TTFT, deadline_floor, first_token_timeout); at least 1",
 		multiplier),
@@ -268,6 +271,13 @@ func newID(r report, id string) {
 		} else {
 			r.d.ids[id] = parent(r.path)
 		}
+	}
+}
+
+// balance checks selection.balance.
+func balance(r report, v string) {
+	if v != router.BalanceFastest && v != router.BalanceOrdered {
+		r.fail("%q is not a balance (%s or %s)", v, router.BalanceFastest, router.BalanceOrdered)
 	}
 }
 

@@ -27,6 +27,7 @@ func full() Config {
 			FirstTokenTimeout: 2 * time.Minute,
 			StallTimeout:      90 * time.Second,
 			Hedge:             true,
+			Balance:           "ordered",
 			TTFTMultiplier:    2.5,
 			DeadlineFloor:     500 * time.Millisecond,
 			MinSamples:        7,

@@ -235,6 +235,19 @@ func (l *Learner) loadTime(c fleet.Candidate) time.Duration {
 // neither configured nor learned.
 const DefaultLoadTime = 60 * time.Second
 
+// Predict implements router.Deadlines: c's warm TTFT p50 (zero before its
+// first sample) and, when its model is known not to be resident, its
+// expected load time.
+func (l *Learner) Predict(c fleet.Candidate) (warm, load time.Duration) {
+	warm = l.Stats(c.ID).P50
+	if l.s.Resident != nil {
+		if resident, known, at := l.s.Resident(c); known && !resident && !l.answeredSince(c.ID, at) {
+			load = l.loadTime(c)
+		}
+	}
+	return warm, load
+}
+
 // HedgeAfter implements router.Deadlines: the learned p95, once known.
 func (l *Learner) HedgeAfter(c fleet.Candidate) (time.Duration, bool) {
 	st := l.Stats(c.ID)

@@ -34,6 +34,9 @@ var (
 	// request's failure, not the server's (docs/DESIGN.md, "Whose fault is
 	// it"). Adapters set it; see StatusError.Output and EventError.Output.
 	ErrModelOutput = errors.New("the server could not parse the model's output for this request")
+	// ErrShutdown is the cause of a request context that ended because
+	// Switchyard is shutting down: the caller did not go away.
+	ErrShutdown = errors.New("switchyard is shutting down")
 )
 
 // StatusError is an HTTP error status answered by an upstream before any
@@ -58,6 +61,11 @@ type StatusError struct {
 	// Output is set by the adapter when the server says the model's output
 	// could not be parsed: the error then matches ErrModelOutput.
 	Output bool
+	// Crash is set by the adapter when the server says the process that
+	// ran the model died on this request (Ollama's 500 "llama-server
+	// process has terminated"); the server starts it again for the next
+	// one (docs/DESIGN.md, "A request that crashes the runner").
+	Crash bool
 }
 
 // Is makes a StatusError with Output match ErrModelOutput.

@@ -22,6 +22,9 @@ const (
 	// attempt row carries the reading (every demotion is
 	// recorded with its reason).
 	OutcomeDemoted Outcome = "demoted"
+	// OutcomeShutdown: Switchyard itself cut the attempt short while
+	// shutting down; nobody's fault.
+	OutcomeShutdown Outcome = "shutdown"
 )
 
 // Fault says whose fault an attempt's failure was (docs/DESIGN.md, "Whose
@@ -82,6 +85,9 @@ const (
 	FailureUpstreamAuth Failure = "upstream_auth"
 	// FailureClientGone: the caller went away before the answer.
 	FailureClientGone Failure = "client_gone"
+	// FailureShutdown: Switchyard cut the request short while shutting
+	// down.
+	FailureShutdown Failure = "shutdown"
 )
 
 // Status is how a whole request ended (docs/DESIGN.md, "Tables":
@@ -93,17 +99,20 @@ const (
 	StatusFailed                   Status = "error"
 	StatusClientAbort              Status = "client_abort"
 	StatusUpstreamErrorAfterCommit Status = "upstream_error_after_commit"
+	// StatusShutdown: Switchyard cut the request short while shutting
+	// down (the caller was still there).
+	StatusShutdown Status = "shutdown"
 )
 
 // Each list holds every value of its type, for the API's description.
 var (
 	Outcomes = []Outcome{OutcomeSuccess, OutcomeError, OutcomeTimeout, OutcomeNoContent, OutcomeBusy, OutcomeSkippedOpen,
-		OutcomeClientAbort, OutcomeNotRetryable, OutcomeFailedAfterCommit, OutcomeHedgeLost, OutcomeDemoted}
+		OutcomeClientAbort, OutcomeNotRetryable, OutcomeFailedAfterCommit, OutcomeHedgeLost, OutcomeDemoted, OutcomeShutdown}
 	Faults = []Fault{FaultNone, FaultServer, FaultBusy, FaultQueued, FaultLoading, FaultRequest, FaultConfig,
 		FaultCapability, FaultClient}
 	Failures = []Failure{FailureNone, FailureUnknownModel, FailureNoCandidates, FailureUnavailable, FailureRejected,
-		FailureRequest, FailureUnsupported, FailureUpstreamAuth, FailureClientGone}
-	Statuses      = []Status{StatusOK, StatusFailed, StatusClientAbort, StatusUpstreamErrorAfterCommit}
+		FailureRequest, FailureUnsupported, FailureUpstreamAuth, FailureClientGone, FailureShutdown}
+	Statuses      = []Status{StatusOK, StatusFailed, StatusClientAbort, StatusUpstreamErrorAfterCommit, StatusShutdown}
 	BreakerStates = []BreakerState{BreakerClosed, BreakerOpen, BreakerHalfOpen}
 )
 

@@ -39,6 +39,8 @@ func failureStatus(f fleet.Failure, attempts []fleet.Attempt) int {
 		return http.StatusBadGateway // Switchyard's credentials, not the caller's
 	case fleet.FailureClientGone:
 		return StatusClientClosed
+	case fleet.FailureShutdown:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
@@ -60,6 +62,10 @@ func RecordStatus(rec fleet.RequestRecord) int {
 	switch rec.Status {
 	case fleet.StatusOK, fleet.StatusUpstreamErrorAfterCommit:
 		return http.StatusOK
+	case fleet.StatusShutdown:
+		if rec.ServedCandidate != "" {
+			return http.StatusOK // answered, then cut short
+		}
 	case fleet.StatusClientAbort:
 		return StatusClientClosed
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,18 +153,18 @@ func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, wr
 		status = failureStatus(re.Failure, re.Attempts)
 		w.Header().Set("X-Switchyard-Request-Id", re.RequestID)
 	}
-	switch status {
-	case StatusClientClosed:
-		if !s.draining.Load() || !errors.Is(err, context.Canceled) {
-			return // the caller went away
-		}
+	switch {
+	case re != nil && re.Failure == fleet.FailureShutdown:
 		// The server cut the request short while shutting down; the
 		// caller is still there and deserves an answer.
-		status, msg = http.StatusServiceUnavailable, "switchyard is shutting down; retry in a moment"
+		msg = "switchyard is shutting down; retry in a moment"
 		w.Header().Set("Retry-After", "1")
-	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
-		// When the first candidate may be tried again, in whole seconds.
-		wait := max(s.o.Router.RetryAfter(), time.Second)
+	case status == StatusClientClosed:
+		return // the caller went away
+	case re != nil && (status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests):
+		// When a candidate that could serve this request may be tried
+		// again, in whole seconds.
+		wait := max(re.RetryAfter, time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 	}
 	write(w, status, msg)

@@ -272,6 +272,23 @@ func (m *Monitor) Waiting(c fleet.Candidate) bool {
 	return ok && v.Waiting > 0
 }
 
+// Queue implements router.Capacity: the requests c's server last reported
+// running and waiting, from every client (llama.cpp's busy slots and
+// deferred requests, vLLM's running and waiting requests); known is false
+// for a server that reports none (Ollama).
+func (m *Monitor) Queue(c fleet.Candidate) (running, waiting int, known bool) {
+	if m.src.Reports == nil {
+		return 0, 0, false
+	}
+	if l, ok := m.src.Reports.LlamaCPP(c); ok {
+		return l.Busy, int(l.Deferred), true
+	}
+	if v, ok := m.src.Reports.VLLM(c); ok {
+		return int(v.Running), int(v.Waiting), true
+	}
+	return 0, 0, false
+}
+
 // Loading implements router.Capacity: c's server said at its last poll
 // that it is loading its model.
 func (m *Monitor) Loading(c fleet.Candidate) (loading bool, at time.Time, known bool) {

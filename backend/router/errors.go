@@ -20,6 +20,11 @@ type Error struct {
 	Attempts []fleet.Attempt
 	// RequestID is the id the request is recorded under.
 	RequestID string
+	// RetryAfter is how long until a candidate that could serve this
+	// request may be tried again (the shortest breaker cool-down, busy
+	// back-off or loading wait among them); zero when one may be tried
+	// now or nothing is known.
+	RetryAfter time.Duration
 }
 
 // ErrAllFailed is the cause of an Error when every candidate failed.

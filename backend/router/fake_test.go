@@ -14,6 +14,9 @@ import (
 type step struct {
 	wait  time.Duration // pause before it (fake time under synctest)
 	block bool          // never deliver: wait until the attempt is cancelled
+	// ping: during the wait, the upstream sends a keep-alive comment this
+	// often (its reader waits again after each: BeforeWait's f runs).
+	ping  time.Duration
 	chunk fleet.Chunk
 	err   error
 }
@@ -137,8 +140,18 @@ func (s *fakeStream) Recv() (fleet.Chunk, error) {
 		if s.before != nil {
 			s.before()
 		}
-		if err := sleep(s.ctx, st.wait); err != nil {
-			return fleet.Chunk{}, err
+		for left := st.wait; left > 0; {
+			d := left
+			if st.ping > 0 {
+				d = min(left, st.ping)
+			}
+			if err := sleep(s.ctx, d); err != nil {
+				return fleet.Chunk{}, err
+			}
+			left -= d
+			if left > 0 && s.before != nil {
+				s.before() // a comment was read; the reader waits again
+			}
 		}
 	}
 	select {

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -71,6 +72,9 @@ func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error
 	if err != nil {
 		return plan{}, err
 	}
+	if st.fleet.Settings.Balance != BalanceOrdered {
+		r.balance(st, req, ordered, now)
+	}
 	p := plan{thinking: think}
 	if len(ordered) == 0 {
 		return plan{}, fleet.ErrNoCandidates
@@ -122,6 +126,79 @@ func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error
 	}
 	p.entries = append(ready, demoted...)
 	return p, nil
+}
+
+// balance orders each band of ordered (candidates of equal priority, in
+// id order) by the first token predicted soonest (docs/DESIGN.md,
+// "Bands"). A first choice the request named by its id keeps its place; a
+// first choice by alias or by model name shares it with the candidates of
+// its priority that serve the same model. It reads memory only.
+func (r *Router) balance(st *state, req *fleet.Request, ordered []Target, now time.Time) {
+	if len(ordered) < 2 {
+		return
+	}
+	rest := ordered
+	if _, named := st.byID[req.Model]; named || req.KindOf() == fleet.KindEmbed {
+		rest = ordered[1:]
+	} else {
+		// The first choice's band: its priority, its model.
+		first := ordered[0].Candidate
+		n := 1
+		for i := 1; i < len(ordered); i++ {
+			c := ordered[i].Candidate
+			if c.Priority == first.Priority && fleet.SameModel(c.Model, first.Model) {
+				ordered[n], ordered[i] = ordered[i], ordered[n]
+				n++
+			}
+		}
+		slices.SortStableFunc(ordered[1:n], func(a, b Target) int { return cmp.Compare(a.Candidate.ID, b.Candidate.ID) })
+		r.sortBand(ordered[:n], now)
+		rest = ordered[n:]
+	}
+	for len(rest) > 0 {
+		n := 1
+		for n < len(rest) && rest[n].Candidate.Priority == rest[0].Candidate.Priority {
+			n++
+		}
+		r.sortBand(rest[:n], now)
+		rest = rest[n:]
+	}
+}
+
+// sortBand orders band by the predicted time to its first token, the id
+// order kept for ties.
+func (r *Router) sortBand(band []Target, now time.Time) {
+	if len(band) < 2 {
+		return
+	}
+	eta := make(map[string]time.Duration, len(band))
+	for _, t := range band {
+		eta[t.Candidate.ID] = r.predict(t.Candidate, now)
+	}
+	slices.SortStableFunc(band, func(a, b Target) int { return cmp.Compare(eta[a.Candidate.ID], eta[b.Candidate.ID]) })
+}
+
+// predict is when c would give a new request its first token: the load
+// of a model that is not resident, then its warm TTFT for itself and for
+// each request ahead of it in its server's queue, from every client as far
+// as the server shows it (Switchyard's own running requests, what the
+// server reports running and waiting).
+func (r *Router) predict(c fleet.Candidate, now time.Time) time.Duration {
+	warm, load := r.deps.Deadlines.Predict(c)
+	v := r.view(c, now)
+	running, waiting := v.inflight, 0
+	if cp := r.deps.Capacity; cp != nil {
+		if run, wait, ok := cp.Queue(c); ok {
+			running, waiting = max(running, run), wait
+		}
+	}
+	ahead := waiting
+	if v.slots > 0 {
+		ahead = max(running+waiting-v.slots+1, 0)
+	}
+	// A candidate nobody has timed yet is predicted as fast as the
+	// fastest, so it gets to show what it does.
+	return load + warm*time.Duration(1+ahead) + time.Duration(ahead)*time.Millisecond
 }
 
 func (r *Router) missingSince(id string) time.Time {

@@ -37,10 +37,20 @@ type Settings struct {
 	// no first token by its learned p95 (docs/DESIGN.md, "Hedged first token").
 	// Default off.
 	Hedge bool
+	// Balance orders a band of candidates of equal priority:
+	// BalanceFastest (the default) puts the one predicted to give the
+	// first token soonest first; BalanceOrdered keeps the id order.
+	Balance string
 	// Breaker configures every candidate's breaker. The router sets its
 	// OnChange; its Now is kept as given (time.Now when nil).
 	Breaker breaker.Settings
 }
+
+// Values of Settings.Balance.
+const (
+	BalanceFastest = "fastest"
+	BalanceOrdered = "ordered"
+)
 
 // Defaults of Settings.
 const (
@@ -58,6 +68,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.BusyBackoff <= 0 {
 		s.BusyBackoff = DefaultBusyBackoff
+	}
+	if s.Balance == "" {
+		s.Balance = BalanceFastest
 	}
 	return s
 }
@@ -104,6 +117,10 @@ type Deadlines interface {
 	HedgeAfter(c fleet.Candidate) (d time.Duration, ok bool)
 	// Observe learns from one committed attempt.
 	Observe(c fleet.Candidate, s fleet.TTFTSample)
+	// Predict returns c's typical warm TTFT (zero while unknown) and the
+	// time its model would take to load now (zero when it is resident or
+	// nothing says otherwise), for ordering a band. It does no I/O.
+	Predict(c fleet.Candidate) (warm, load time.Duration)
 }
 
 // Pressure reports whether a candidate's GPU is under memory pressure.
@@ -120,6 +137,9 @@ type Capacity interface {
 	Slots(c fleet.Candidate) int
 	// Waiting reports whether c's server says requests wait in its queue.
 	Waiting(c fleet.Candidate) bool
+	// Queue is the work c's server last reported, from every client:
+	// requests running and waiting; known is false when it reports none.
+	Queue(c fleet.Candidate) (running, waiting int, known bool)
 	// Loading reports whether c's server said, at its last health check
 	// (at), that it is still loading its model; known is false when it
 	// has no such check.
@@ -135,6 +155,10 @@ type Deps struct {
 	Deadlines Deadlines
 	Pressure  Pressure
 	Capacity  Capacity
+	// Liveness asks a server whose first token is late whether it is alive
+	// and working (docs/DESIGN.md, "Shared servers"). Nil: a passed
+	// deadline is a failure, as when a server does not answer.
+	Liveness Liveness
 	// NewID returns a request id. Default: a sortable random id.
 	NewID func() string
 }
@@ -161,6 +185,15 @@ type marks struct {
 	unsupported  map[string]bool // capabilities the server said the model lacks
 	inflight     atomic.Int64
 	starts       atomic.Int64 // attempts ever started on the candidate
+	// lastAnswer is when an attempt on it last had its first token;
+	// unanswered the start of the oldest attempt since then that ended
+	// without one (zero: none). Together they tell how long nothing sent
+	// to it has answered (attempt.stuckFor).
+	lastAnswer, unanswered time.Time
+	// crash is the fingerprint of the request its runner last died on,
+	// with no answer since; crashed says there is one.
+	crash   uint64
+	crashed bool
 }
 
 // state is an immutable snapshot of the fleet; Update replaces it.
@@ -420,6 +453,62 @@ func (r *Router) Found(id string) {
 	m.missing, m.missingSince = "", time.Time{}
 }
 
+// answered notes that an attempt on candidate id had its first token at
+// now: its server answers.
+func (r *Router) answered(id string, now time.Time) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	m.lastAnswer, m.unanswered, m.crashed = now, time.Time{}, false
+}
+
+// unanswered notes that an attempt on candidate id that started at start
+// ended without a first token.
+func (r *Router) unanswered(id string, start time.Time) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	if start.After(m.lastAnswer) && (m.unanswered.IsZero() || start.Before(m.unanswered)) {
+		m.unanswered = start
+	}
+}
+
+// unansweredSince is the time since which nothing sent to candidate id has
+// had a first token, as far as Switchyard sees, for an attempt that started
+// at start and still waits.
+func (r *Router) unansweredSince(id string, start time.Time) time.Time {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	since := start
+	if !m.unanswered.IsZero() && m.unanswered.Before(since) {
+		since = m.unanswered
+	}
+	if m.lastAnswer.After(since) {
+		since = m.lastAnswer
+	}
+	return since
+}
+
+// crashedBefore reports whether candidate id's runner last died on another
+// request than the one fingerprint names, with no answer since: a server
+// that keeps crashing.
+func (r *Router) crashedBefore(id string, fingerprint uint64) bool {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	return m.crashed && m.crash != fingerprint
+}
+
+// crashed remembers that candidate id's runner died on the request
+// fingerprint names.
+func (r *Router) crashed(id string, fingerprint uint64) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	m.crash, m.crashed = fingerprint, true
+}
+
 // markUnsupported remembers that candidate id's model can't do what.
 func (r *Router) markUnsupported(id, what string) {
 	m := r.mark(id)
@@ -444,8 +533,9 @@ type fixedDeadlines struct{}
 func (fixedDeadlines) FirstToken(_ fleet.Candidate, ceiling time.Duration) (time.Duration, bool) {
 	return ceiling, false
 }
-func (fixedDeadlines) HedgeAfter(fleet.Candidate) (time.Duration, bool) { return 0, false }
-func (fixedDeadlines) Observe(fleet.Candidate, fleet.TTFTSample)        {}
+func (fixedDeadlines) HedgeAfter(fleet.Candidate) (time.Duration, bool)       { return 0, false }
+func (fixedDeadlines) Observe(fleet.Candidate, fleet.TTFTSample)              {}
+func (fixedDeadlines) Predict(fleet.Candidate) (time.Duration, time.Duration) { return 0, 0 }
 
 // Resolve returns the candidate a request naming model would try first
 // (an alias, an id, or a model name a candidate serves), in thinking mode
@@ -484,29 +574,4 @@ func (r *Router) Available(model string) ([]fleet.Candidate, error) {
 		out = append(out, c)
 	}
 	return out, nil
-}
-
-// RetryAfter is how long until some enabled candidate may be tried again:
-// the shortest breaker cool-down, busy back-off or loading wait; zero when
-// one may be tried now or nothing is known.
-func (r *Router) RetryAfter() time.Duration {
-	st := r.state.Load()
-	now := time.Now()
-	var best time.Duration
-	for _, t := range st.targets {
-		c := t.Candidate
-		if !c.Enabled {
-			continue
-		}
-		wait := st.breakers[c.ID].Snapshot().Remaining
-		v := r.view(c, now)
-		wait = max(wait, v.busyFor)
-		if wait == 0 && !v.loading && v.missing == "" {
-			return 0
-		}
-		if wait > 0 && (best == 0 || wait < best) {
-			best = wait
-		}
-	}
-	return best
 }

@@ -235,6 +235,7 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		Deadlines: s.learner,
 		Pressure:  s.monitor,
 		Capacity:  s.monitor,
+		Liveness:  liveness{s.poller},
 	})
 	s.restore(ctx)
 	s.publishCandidates()
@@ -247,8 +248,10 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		Version: o.Version,
 	})
 	s.httpSrv = s.api.HTTPServer()
-	base, stop := context.WithCancel(context.Background())
-	s.baseStop = stop
+	base, stop := context.WithCancelCause(context.Background())
+	// Requests cut by the shutdown are recorded as such, not as callers
+	// that went away.
+	s.baseStop = func() { stop(fleet.ErrShutdown) }
 	s.httpSrv.BaseContext = func(net.Listener) context.Context { return base }
 	return s, nil
 }
@@ -385,6 +388,7 @@ func (s *System) routerFleet(cfg config.Config) router.Fleet {
 			StallTimeout:      cfg.Selection.StallTimeout,
 			BusyBackoff:       cfg.Selection.BusyBackoff,
 			Hedge:             cfg.Selection.Hedge,
+			Balance:           cfg.Selection.Balance,
 		},
 	}
 	fl.Settings.Breaker.FailureThreshold = cfg.Selection.FailureThreshold
@@ -699,4 +703,13 @@ func (s *System) APIKey() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cfg.APIKey
+}
+
+// liveness asks a server whose first token is late, through the poller,
+// whether it is alive and working (router.Liveness).
+type liveness struct{ p *report.Poller }
+
+func (l liveness) Check(ctx context.Context, c fleet.Candidate) router.Pulse {
+	a := l.p.Alive(ctx, c)
+	return router.Pulse{Err: a.Err, Idle: a.Idle, Evidence: a.Evidence}
 }

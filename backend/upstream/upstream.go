@@ -144,6 +144,7 @@ func StatusError(resp *http.Response, busyHint func(msg string) bool) *fleet.Sta
 	}
 	if resp.StatusCode >= 500 {
 		se.Output = ModelOutput(msg)
+		se.Crash = RunnerCrash(msg)
 	}
 	switch resp.StatusCode {
 	case http.StatusBadRequest, http.StatusNotImplemented:
@@ -177,6 +178,12 @@ var modelOutput = regexp.MustCompile(`(?i)produced output that does not match|do
 // ModelOutput reports whether an error message says the server could not
 // parse the model's output for the request (see fleet.ErrModelOutput).
 func ModelOutput(msg string) bool { return modelOutput.MatchString(msg) }
+
+// RunnerCrash reports whether an error message says the process that ran
+// the model died on the request: Ollama's 500 "llama-server process has
+// terminated: GGML_ASSERT(...)" (older: "llama runner process has
+// terminated"). Ollama starts it again for the next request.
+func RunnerCrash(msg string) bool { return strings.Contains(msg, "process has terminated") }
 
 // EventError is an error the server sent inside a stream, with Output set
 // when its message says the model's output did not parse.

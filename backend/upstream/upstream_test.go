@@ -44,6 +44,8 @@ func TestStatusError(t *testing.T) {
 			fleet.StatusError{StatusCode: 501, Message: "This server does not support embeddings. Start it with `--embeddings`", Unsupported: "embedding"}},
 		{"output that does not parse", 500, nil, `{"error":{"code":500,"message":"The model produced output that does not match the expected peg-native format","type":"server_error"}}`,
 			fleet.StatusError{StatusCode: 500, Message: "The model produced output that does not match the expected peg-native format", Output: true}},
+		{"Ollama's runner died on the request", 500, nil, `{"error":"llama-server process has terminated: GGML_ASSERT(n_ctx > 0) failed"}`,
+			fleet.StatusError{StatusCode: 500, Message: "llama-server process has terminated: GGML_ASSERT(n_ctx > 0) failed", Crash: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -158,7 +158,7 @@ export interface components {
             http_status: number;
             order: number;
             /** @enum {string} */
-            outcome: "success" | "error" | "timeout" | "no_content" | "busy" | "skipped_open" | "client_abort" | "not_retryable" | "failed_after_commit" | "hedge_lost" | "demoted";
+            outcome: "success" | "error" | "timeout" | "no_content" | "busy" | "skipped_open" | "client_abort" | "not_retryable" | "failed_after_commit" | "hedge_lost" | "demoted" | "shutdown";
             reading: components["schemas"]["Reading"] | null;
             /** Format: date-time */
             started_at: string;
@@ -336,7 +336,7 @@ export interface components {
             completion_tokens: number;
             error: string;
             /** @enum {string} */
-            failure: "" | "unknown_model" | "no_candidates" | "unavailable" | "rejected" | "request" | "unsupported" | "upstream_auth" | "client_gone";
+            failure: "" | "unknown_model" | "no_candidates" | "unavailable" | "rejected" | "request" | "unsupported" | "upstream_auth" | "client_gone" | "shutdown";
             http_status: number;
             id: string;
             is_fallback: boolean;
@@ -351,7 +351,7 @@ export interface components {
             /** Format: date-time */
             started_at: string;
             /** @enum {string} */
-            status: "ok" | "error" | "client_abort" | "upstream_error_after_commit";
+            status: "ok" | "error" | "client_abort" | "upstream_error_after_commit" | "shutdown";
             stream: boolean;
             thinking: boolean;
             /** Format: int64 */

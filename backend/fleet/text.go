@@ -1,0 +1,20 @@
+package fleet
+
+// MaxErrorText bounds an error text kept in a record or an event.
+const MaxErrorText = 1024
+
+// Clip cuts an error text to MaxErrorText bytes on a rune boundary, marking
+// the cut with "…".
+func Clip(s string) string { return ClipTo(s, MaxErrorText) }
+
+// ClipTo cuts s to at most n bytes on a rune boundary, marking the cut with
+// "…".
+func ClipTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,241 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/breaker"
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// attempt is one try of one candidate: started, probed until its first
+// token, expired or released.
+type attempt struct {
+	e         entry
+	ticket    breaker.Ticket
+	rec       fleet.Attempt
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	timer     *time.Timer // first-token deadline, then the stall timeout
+	ceiling   time.Duration
+	released  atomic.Bool
+	inflight  *atomic.Int64 // the candidate's count of running attempts
+	liveness  Liveness      // asks the server whether it is alive; nil: never
+	stuckFrom func(now time.Time) time.Time
+	// phase orders the first token against the deadline and its liveness
+	// check (see stopDeadline and expire).
+	phase atomic.Int32
+	// pulse is what the liveness check found, once it ran.
+	pulse atomic.Pointer[Pulse]
+	// last: no other candidate could be tried after this one when it
+	// started, so a live server is waited for up to the ceiling.
+	last bool
+	// startSeq is the candidate's count of started attempts with this one,
+	// othersAtStart how many others ran when it started (othersFilled).
+	startSeq      int64
+	othersAtStart int
+	// queued: the candidate's server was full when the attempt started,
+	// so its wait for a first token is partly a wait in the queue.
+	queued bool
+	// stallAt is when a committed stream that sends no content stalls.
+	stallAt time.Time
+	stream  fleet.Stream
+	buf     []fleet.Chunk
+}
+
+// Phases of an attempt before its first token.
+const (
+	phaseWaiting   int32 = iota // for its first token, the deadline running
+	phaseChecking               // the deadline passed: its server is being asked whether it is alive
+	phaseCut                    // the deadline ended it
+	phaseCommitted              // its first token beat the deadline
+)
+
+// LivenessBound bounds one liveness check: a server that does not answer
+// within it is not alive.
+const LivenessBound = time.Second
+
+func (ru *run) startAttempt(e entry, t breaker.Ticket) *attempt {
+	c := e.target.Candidate
+	ceiling := ru.st.fleet.Settings.FirstTokenTimeout
+	d, cold := ru.r.deps.Deadlines.FirstToken(c, ceiling)
+	m := ru.r.mark(c.ID)
+	a := &attempt{e: e, ticket: t, inflight: &m.inflight, ceiling: ceiling, liveness: ru.r.deps.Liveness, last: !ru.moreToTry()}
+	a.queued = ru.r.view(c, time.Now()).saturated
+	a.othersAtStart = int(a.inflight.Add(1)) - 1
+	a.startSeq = m.starts.Add(1)
+	if a.queued && a.last {
+		// The last candidate left is full: wait in its queue rather than
+		// give up on a deadline learned from unqueued answers (a cold
+		// model's deadline may be longer still).
+		d = max(d, ceiling)
+	}
+	a.rec = fleet.Attempt{
+		RequestID: ru.id, Order: len(ru.rec.Attempts), Candidate: c.ID, StartedAt: time.Now(),
+		Deadline: d, Cold: cold, Demoted: e.demoted, Reading: e.reading,
+	}
+	a.stuckFrom = func(now time.Time) time.Time { return ru.r.unansweredSince(c.ID, a.rec.StartedAt) }
+	a.ctx, a.cancel = context.WithCancelCause(ru.ctx)
+	a.timer = time.AfterFunc(d, a.expire)
+	started := a.rec
+	ru.r.observe(fleet.Event{Type: fleet.EventAttemptStarted, At: started.StartedAt, RequestID: ru.id, Attempt: &started})
+	return a
+}
+
+// moreToTry reports whether an entry after the current one may still be
+// tried.
+func (ru *run) moreToTry() bool {
+	for _, e := range ru.plan.entries[ru.next:] {
+		if e.skip == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// expire runs when the attempt's timer fires. After commit it is the stall
+// timeout. Before, it is the first-token deadline: a learned deadline
+// proves nothing by itself on a server other clients share, so the server
+// is asked whether it is alive and working (docs/DESIGN.md, "Shared
+// servers"). A server that is not is cut at once; a live one is waited for
+// up to the ceiling when it is the last candidate, else the request moves
+// on without blaming it.
+func (a *attempt) expire() {
+	if a.phase.Load() == phaseCommitted {
+		a.cancel(fleet.ErrStalled)
+		return
+	}
+	if !a.phase.CompareAndSwap(phaseWaiting, phaseChecking) {
+		return
+	}
+	waited := time.Since(a.rec.StartedAt)
+	if a.liveness != nil && waited < a.ceiling {
+		ctx, cancel := context.WithTimeout(a.ctx, LivenessBound)
+		p := a.liveness.Check(ctx, a.e.target.Candidate)
+		cancel()
+		a.pulse.Store(&p)
+		if p.Err == nil && !p.Idle && a.last && a.stuckFor(time.Now()) == 0 {
+			// The last candidate's server is alive: wait as a direct
+			// request would.
+			if a.phase.CompareAndSwap(phaseChecking, phaseWaiting) {
+				a.timer.Reset(max(a.ceiling-time.Since(a.rec.StartedAt), 0))
+			}
+			return
+		}
+	}
+	if a.phase.CompareAndSwap(phaseChecking, phaseCut) {
+		a.cancel(fleet.ErrFirstTokenTimeout)
+	}
+}
+
+// stuckFor is how long nothing sent to the attempt's server has produced a
+// first token, when that is longer than the ceiling; else zero. A server
+// that stays alive but answers nobody is failing after all.
+func (a *attempt) stuckFor(now time.Time) time.Duration {
+	if d := now.Sub(a.stuckFrom(now)); d >= a.ceiling {
+		return d
+	}
+	return 0
+}
+
+// stopDeadline stops the first-token deadline at the first token and
+// reports whether the token beat it (a liveness check in flight does not
+// count against it). It may be called more than once (a hedge's winner is
+// stopped as soon as it wins, then committed); the first call decides.
+func (a *attempt) stopDeadline() bool {
+	a.timer.Stop()
+	return a.phase.CompareAndSwap(phaseWaiting, phaseCommitted) ||
+		a.phase.CompareAndSwap(phaseChecking, phaseCommitted) ||
+		a.phase.Load() == phaseCommitted
+}
+
+// probe opens the upstream stream and buffers its events until the first
+// token. It returns nil when the last buffered chunk is a first token.
+func (a *attempt) probe(req *fleet.Request) error {
+	s, err := a.e.target.Backend.Open(a.ctx, a.e.target.Candidate, req)
+	if err != nil {
+		return err
+	}
+	a.stream = s
+	for {
+		ch, err := s.Recv()
+		if err != nil {
+			if err == io.EOF {
+				return fleet.ErrNoContent
+			}
+			return err
+		}
+		// A chunk's Raw is the stream's buffer until the next Recv.
+		ch.Raw = bytes.Clone(ch.Raw)
+		a.buf = append(a.buf, ch)
+		if ch.IsFirstToken() {
+			return nil
+		}
+	}
+}
+
+// finished reports whether the attempt's buffered answer carries a finish
+// marker: it ended normally, however empty.
+func (a *attempt) finished() string {
+	for _, ch := range a.buf {
+		if ch.FinishReason != "" {
+			return ch.FinishReason
+		}
+	}
+	return ""
+}
+
+// release ends the attempt's upstream call: it stops the timer, cancels
+// the context (closing the connection) and closes the stream. It returns
+// the context's cause as it was before, nil if it was not cancelled. Only
+// the first call releases.
+func (a *attempt) release() error {
+	a.timer.Stop()
+	var cause error
+	if a.ctx.Err() != nil {
+		cause = context.Cause(a.ctx)
+	}
+	a.cancel(errAttemptOver)
+	if a.released.Swap(true) {
+		return cause
+	}
+	if a.stream != nil {
+		a.stream.Close()
+	}
+	a.inflight.Add(-1)
+	a.rec.Duration = time.Since(a.rec.StartedAt)
+	return cause
+}
+
+// Liveness asks a candidate's server, off the request's own connection,
+// whether it is alive and working (docs/DESIGN.md, "Shared servers"). Check
+// returns within ctx's deadline.
+type Liveness interface {
+	Check(ctx context.Context, c fleet.Candidate) Pulse
+}
+
+// Pulse is a server's answer to a liveness check.
+type Pulse struct {
+	// Err is set when the server did not answer, or answered an error: it
+	// is not alive.
+	Err error
+	// Idle: it answered and shows itself idle with free slots, so it is
+	// not working on the request that waits for it.
+	Idle bool
+	// Evidence says what it answered, in plain words: "alive: /slots
+	// answered in 3 ms; 1 of 1 slots busy with work Switchyard did not
+	// send".
+	Evidence string
+}
+
+// verdictText says what a liveness check found, for the record of an
+// attempt that is failing.
+func (p *Pulse) verdictText() string {
+	if p.Err != nil {
+		return "not alive: " + clip(p.Err.Error())
+	}
+	return "alive but idle, not working on the request: " + p.Evidence
+}

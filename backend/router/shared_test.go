@@ -1,0 +1,411 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/breaker"
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// fakeLiveness answers liveness checks as scripted per candidate, after
+// took, and counts them.
+type fakeLiveness struct {
+	mu     sync.Mutex
+	pulse  map[string]Pulse
+	took   time.Duration
+	checks map[string]int
+}
+
+func (f *fakeLiveness) Check(ctx context.Context, c fleet.Candidate) Pulse {
+	f.mu.Lock()
+	f.checks[c.ID]++
+	p, took := f.pulse[c.ID], f.took
+	f.mu.Unlock()
+	if err := sleep(ctx, took); err != nil {
+		return Pulse{Err: err}
+	}
+	return p
+}
+
+func (f *fakeLiveness) count(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.checks[id]
+}
+
+var (
+	busyPulse = Pulse{Evidence: "alive: /api/ps answered in 3 ms"}
+	idlePulse = Pulse{Idle: true, Evidence: "alive: /slots answered in 2 ms; 0 of 1 slots busy"}
+	deadPulse = Pulse{Err: errors.New("/slots: context deadline exceeded")}
+)
+
+// The decision table of a first-token deadline on a server other clients
+// share (docs/DESIGN.md, "Shared servers"): a with a learned deadline of
+// 300 ms and another client's work ahead; b answers at once.
+func TestSharedServerDeadline(t *testing.T) {
+	slow := script{steps: []step{role(), {wait: 5 * time.Second, chunk: fleet.Chunk{Content: "A"}}, finish()}}
+	for _, tc := range []struct {
+		name     string
+		pulse    Pulse
+		only     bool // a is the only candidate
+		want     []string
+		failures int
+		served   string
+		waited   time.Duration
+		text     string
+	}{
+		{name: "alive and busy, with a fallback", pulse: busyPulse,
+			want: []string{"a:busy/queued", "b:success/"}, served: "b", waited: 300 * time.Millisecond,
+			text: "busy with work Switchyard did not send"},
+		{name: "alive and busy, the only candidate", pulse: busyPulse, only: true,
+			want: []string{"a:success/"}, served: "a", waited: 5 * time.Second},
+		{name: "not answering", pulse: deadPulse,
+			want: []string{"a:timeout/server", "b:success/"}, failures: 1, served: "b", waited: 300 * time.Millisecond,
+			text: "not alive"},
+		{name: "not answering, the only candidate", pulse: deadPulse, only: true,
+			want: []string{"a:timeout/server"}, failures: 1, waited: 300 * time.Millisecond},
+		{name: "idle with free slots", pulse: idlePulse,
+			want: []string{"a:timeout/server", "b:success/"}, failures: 1, served: "b", waited: 300 * time.Millisecond,
+			text: "alive but idle"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(map[string]script{"a": slow, "b": answer("B")})
+				fl := testFleet(f, Settings{FirstTokenTimeout: 60 * time.Second})
+				fl.Targets = fl.Targets[:2]
+				if tc.only {
+					fl.Targets = fl.Targets[:1]
+				}
+				rec := &memRecorder{}
+				spy := &spyDeadlines{d: 300 * time.Millisecond}
+				live := &fakeLiveness{pulse: map[string]Pulse{"a": tc.pulse}, took: 3 * time.Millisecond, checks: map[string]int{}}
+				r := New(fl, Deps{Recorder: rec, Deadlines: spy, Liveness: live})
+				start := time.Now()
+				s, err := r.Stream(t.Context(), &fleet.Request{})
+				if err == nil {
+					drain(s)
+				}
+				if tc.served == "" && err == nil {
+					t.Fatalf("Stream() succeeded; want an error")
+				}
+				if tc.served != "" && err != nil {
+					t.Fatalf("Stream() = %v; want %s's answer", err, tc.served)
+				}
+				last := rec.last()
+				if got := faults(last.Attempts); !equal(got, tc.want) {
+					t.Errorf("attempts = %v; want %v", got, tc.want)
+				}
+				if last.ServedCandidate != tc.served {
+					t.Errorf("served by %q; want %q", last.ServedCandidate, tc.served)
+				}
+				if n := r.Breaker("a").Snapshot().Failures; n != tc.failures {
+					t.Errorf("a's breaker counted %d failures; want %d", n, tc.failures)
+				}
+				if tc.text != "" && !strings.Contains(last.Attempts[0].Error, tc.text) {
+					t.Errorf("a's error %q does not say %q", last.Attempts[0].Error, tc.text)
+				}
+				if got := last.Attempts[0].TTFT + last.Attempts[0].Duration; tc.only && tc.served == "a" && last.TTFT < tc.waited {
+					t.Errorf("answered after %v; want the server's own %v", got, tc.waited)
+				}
+				if live.count("a") != 1 {
+					t.Errorf("a was checked %d times; want once", live.count("a"))
+				}
+				for _, smp := range spy.taught() {
+					if smp.TTFT >= 5*time.Second && !smp.Queued {
+						t.Errorf("a wait behind another client's work was taught as a warm sample")
+					}
+				}
+				_ = start
+			})
+		})
+	}
+}
+
+// A request that commits before its deadline costs no liveness check; a
+// first token that arrives while the check is under way commits.
+func TestLivenessCheckCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": answer("A")})
+		fl := testFleet(f, Settings{})
+		live := &fakeLiveness{pulse: map[string]Pulse{"a": busyPulse}, checks: map[string]int{}}
+		r := New(fl, Deps{Recorder: &memRecorder{}, Deadlines: &spyDeadlines{d: 300 * time.Millisecond}, Liveness: live})
+		for range 5 {
+			s, err := r.Stream(t.Context(), &fleet.Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(s)
+		}
+		if n := live.count("a"); n != 0 {
+			t.Errorf("%d liveness checks for requests that committed in time; want 0", n)
+		}
+
+		// The first token comes 200 ms into a check that takes 500 ms.
+		f.set("a", script{steps: []step{role(), {wait: 500 * time.Millisecond, chunk: fleet.Chunk{Content: "A"}}, finish()}})
+		live.took = 500 * time.Millisecond
+		rec := &memRecorder{}
+		r = New(fl, Deps{Recorder: rec, Deadlines: &spyDeadlines{d: 300 * time.Millisecond}, Liveness: live})
+		s, err := r.Stream(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatalf("Stream() = %v; want the answer that came during the check", err)
+		}
+		if got, _ := drain(s); got != "A" {
+			t.Errorf("content = %q; want A", got)
+		}
+		if got := faults(rec.last().Attempts); !equal(got, []string{"a:success/"}) {
+			t.Errorf("attempts = %v; want a's success", got)
+		}
+	})
+}
+
+// A server that stays alive but answers nobody (Ollama with its runner
+// stopped: /api/ps still answers) is failing after all once nothing sent
+// to it has had a first token for longer than the ceiling.
+func TestAliveButAnsweringNobody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hung := script{steps: []step{{block: true}}}
+		f := newFake(map[string]script{"a": hung, "b": answer("B")})
+		fl := testFleet(f, Settings{FirstTokenTimeout: 10 * time.Second})
+		fl.Targets = fl.Targets[:2]
+		rec := &memRecorder{}
+		live := &fakeLiveness{pulse: map[string]Pulse{"a": busyPulse}, checks: map[string]int{}}
+		r := New(fl, Deps{Recorder: rec, Deadlines: &spyDeadlines{d: time.Second}, Liveness: live})
+		var got [][]string
+		for range 14 {
+			s, err := r.Stream(t.Context(), &fleet.Request{})
+			if err != nil {
+				t.Fatalf("Stream() = %v; want b's answer", err)
+			}
+			drain(s)
+			got = append(got, faults(rec.last().Attempts))
+		}
+		// Each request gives a a second; after ten seconds without an
+		// answer a counts, and two such failures open its breaker.
+		if !equal(got[0], []string{"a:busy/queued", "b:success/"}) {
+			t.Errorf("first request: %v; want a queued", got[0])
+		}
+		if st := r.Breaker("a").Snapshot().State; st != fleet.BreakerOpen {
+			t.Errorf("a's breaker is %s after 14 s of no answer; want open. Requests: %v", st, got)
+		}
+		if !strings.Contains(rec.recs[11].Attempts[0].Error, "nothing sent to it produced a first token") &&
+			!strings.Contains(rec.recs[10].Attempts[0].Error, "nothing sent to it produced a first token") {
+			t.Errorf("no attempt says nothing answered: %q", rec.recs[11].Attempts[0].Error)
+		}
+
+		// The only candidate waits to the ceiling, then counts.
+		synctest.Wait()
+		f2 := newFake(map[string]script{"a": hung})
+		fl2 := testFleet(f2, Settings{FirstTokenTimeout: 10 * time.Second})
+		fl2.Targets = fl2.Targets[:1]
+		rec2 := &memRecorder{}
+		r2 := New(fl2, Deps{Recorder: rec2, Deadlines: &spyDeadlines{d: time.Second}, Liveness: live})
+		start := time.Now()
+		if _, err := r2.Stream(t.Context(), &fleet.Request{}); err == nil {
+			t.Fatal("Stream() succeeded on a hung server")
+		}
+		if waited := time.Since(start); waited < 10*time.Second {
+			t.Errorf("gave up after %v; want the ceiling, 10s", waited)
+		}
+		if got := faults(rec2.last().Attempts); !equal(got, []string{"a:timeout/server"}) {
+			t.Errorf("attempts = %v; want a timeout counted", got)
+		}
+	})
+}
+
+// Candidates of equal priority share the load: the one predicted to give
+// the first token soonest goes first.
+func TestBands(t *testing.T) {
+	band := func(balance string, warm map[string]time.Duration, caps *fakeCapacity, inflight map[string]int, model string) string {
+		f := newFake(map[string]script{"a": answer("A"), "b": answer("B"), "c": answer("C")})
+		fl := testFleet(f, Settings{Balance: balance})
+		for i := range fl.Targets {
+			fl.Targets[i].Candidate.Priority = 1
+			fl.Targets[i].Candidate.Model = "qwen3:8b"
+		}
+		deps := Deps{Deadlines: predicted(warm)}
+		if caps != nil {
+			deps.Capacity = caps
+		}
+		r := New(fl, deps)
+		for id, n := range inflight {
+			r.mark(id).inflight.Add(int64(n))
+		}
+		p, err := r.plan(r.state.Load(), &fleet.Request{Model: model}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range p.entries {
+			ids = append(ids, e.target.Candidate.ID)
+		}
+		return strings.Join(ids, ",")
+	}
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name, balance string
+		warm          map[string]time.Duration
+		caps          *fakeCapacity
+		inflight      map[string]int
+		model, want   string
+	}{
+		{"nothing known: id order", "", nil, nil, nil, "", "a,b,c"},
+		{"the fastest first", "", map[string]time.Duration{"a": 900 * ms, "b": 300 * ms, "c": 500 * ms}, nil, nil, "", "b,c,a"},
+		{"ordered keeps the ids", "ordered", map[string]time.Duration{"a": 900 * ms, "b": 300 * ms, "c": 500 * ms}, nil, nil, "", "a,b,c"},
+		{"a queue ahead of the fastest", "", map[string]time.Duration{"a": 400 * ms, "b": 300 * ms, "c": 500 * ms},
+			&fakeCapacity{slots: map[string]int{"a": 1, "b": 1, "c": 1}}, map[string]int{"b": 1}, "", "a,c,b"},
+		{"another client's work the server reports", "", map[string]time.Duration{"a": 400 * ms, "b": 300 * ms, "c": 500 * ms},
+			&fakeCapacity{slots: map[string]int{"a": 1, "b": 1, "c": 1}, queue: map[string][2]int{"b": {1, 2}}}, nil, "", "a,c,b"},
+		{"a model name served by all three", "", map[string]time.Duration{"a": 900 * ms, "b": 300 * ms, "c": 500 * ms}, nil, nil, "qwen3:8b", "b,c,a"},
+		{"a candidate named by its id keeps its place", "", map[string]time.Duration{"a": 900 * ms, "b": 300 * ms, "c": 500 * ms}, nil, nil, "a", "a,b,c"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := band(tc.balance, tc.warm, tc.caps, tc.inflight, tc.model); got != tc.want {
+				t.Errorf("order = %s; want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// predicted is a Deadlines that predicts the given warm TTFTs.
+type predicted map[string]time.Duration
+
+func (p predicted) FirstToken(_ fleet.Candidate, ceiling time.Duration) (time.Duration, bool) {
+	return ceiling, false
+}
+func (p predicted) HedgeAfter(fleet.Candidate) (time.Duration, bool) { return 0, false }
+func (p predicted) Observe(fleet.Candidate, fleet.TTFTSample)        {}
+func (p predicted) Predict(c fleet.Candidate) (time.Duration, time.Duration) {
+	return p[c.ID], 0
+}
+
+// A 503 names the wait of the candidates that could serve this request,
+// not the shortest of the whole fleet.
+func TestRetryAfterOfThisRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {openErr: &fleet.StatusError{StatusCode: 502}}, "b": answer("B"), "c": answer("C")})
+		fl := testFleet(f, Settings{Breaker: breaker.Settings{FailureThreshold: 1, OpenDuration: 30 * time.Second}})
+		for i := range fl.Targets {
+			fl.Targets[i].Candidate.Embeds = fl.Targets[i].Candidate.ID == "a"
+		}
+		r := New(fl, Deps{Recorder: &memRecorder{}})
+		r.Stream(t.Context(), &fleet.Request{Kind: fleet.KindEmbed, Model: "a"}) // opens a's breaker
+		time.Sleep(time.Second)
+		r.backOff("b", time.Now().Add(time.Second)) // b: 1 s of busy back-off, but b serves another model
+		_, err := r.Stream(t.Context(), &fleet.Request{Kind: fleet.KindEmbed, Model: "a"})
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("Stream() = %v; want an *Error", err)
+		}
+		if e.RetryAfter != 29*time.Second {
+			t.Errorf("RetryAfter = %v; want a's cool-down left, 29s", e.RetryAfter)
+		}
+	})
+}
+
+// A request cut because Switchyard shuts down is recorded as that, not as
+// a caller who went away.
+func TestShutdownIsNotAClientAbort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {steps: []step{role(), tok("A"), {block: true}}}})
+		fl := testFleet(f, Settings{})
+		fl.Targets = fl.Targets[:1]
+		rec := &memRecorder{}
+		r := New(fl, Deps{Recorder: rec})
+		ctx, stop := context.WithCancelCause(t.Context())
+		s, err := r.Stream(ctx, &fleet.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { time.Sleep(time.Second); stop(fleet.ErrShutdown) }()
+		drain(s)
+		s.Close()
+		last := rec.last()
+		if last.Status != fleet.StatusShutdown || last.Failure != fleet.FailureShutdown {
+			t.Errorf("committed stream: status %s, failure %s; want shutdown", last.Status, last.Failure)
+		}
+		if got := faults(last.Attempts); !equal(got, []string{"a:shutdown/"}) {
+			t.Errorf("attempts = %v; want a:shutdown/", got)
+		}
+
+		// Before commit.
+		f.set("a", script{steps: []step{{block: true}}})
+		ctx, stop = context.WithCancelCause(t.Context())
+		go func() { time.Sleep(time.Second); stop(fleet.ErrShutdown) }()
+		_, err = r.Stream(ctx, &fleet.Request{})
+		var e *Error
+		if !errors.As(err, &e) || e.Failure != fleet.FailureShutdown {
+			t.Errorf("Stream() = %v; want failure shutdown", err)
+		}
+		if last := rec.last(); last.Status != fleet.StatusShutdown {
+			t.Errorf("status %s; want shutdown", last.Status)
+		}
+	})
+}
+
+// A request whose options crash the server's runner is the request's
+// fault while the server answers others; a server that crashes on one
+// request after another is sick.
+func TestRunnerCrash(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		crash := script{openErr: &fleet.StatusError{StatusCode: 500, Message: "llama-server process has terminated: GGML_ASSERT", Crash: true}}
+		f := newFake(map[string]script{"a": crash})
+		fl := testFleet(f, Settings{Breaker: breaker.Settings{FailureThreshold: 2}})
+		fl.Targets = fl.Targets[:1]
+		rec := &memRecorder{}
+		r := New(fl, Deps{Recorder: rec})
+		bad := &fleet.Request{Kind: fleet.KindEmbed, Model: "a", Input: []string{"x"}, Options: fleet.Options{NumCtx: new(1)}}
+		for range 3 {
+			r.Stream(t.Context(), bad)
+		}
+		if got := faults(rec.last().Attempts); !equal(got, []string{"a:error/request"}) {
+			t.Errorf("attempts = %v; want the request's fault", got)
+		}
+		if st := r.Breaker("a").Snapshot(); st.State != fleet.BreakerClosed || st.Failures != 0 {
+			t.Errorf("breaker %s with %d failures after one request crashed the runner three times; want closed, 0", st.State, st.Failures)
+		}
+		// Crashes on different requests, with no answer between: sick.
+		for i := range 3 {
+			r.Stream(t.Context(), &fleet.Request{Kind: fleet.KindEmbed, Model: "a", Input: []string{strings.Repeat("y", i+1)}})
+		}
+		if st := r.Breaker("a").Snapshot().State; st != fleet.BreakerOpen {
+			t.Errorf("breaker %s after crashes on three different requests; want open", st)
+		}
+	})
+}
+
+// Keep-alive comments do not hold off the stall watchdog: it counts
+// content, not bytes.
+func TestPingsDoNotHoldOffTheStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {steps: []step{role(), tok("A"), {wait: time.Hour, ping: 30 * time.Second, chunk: fleet.Chunk{Content: "late"}}, finish()}}})
+		fl := testFleet(f, Settings{StallTimeout: 60 * time.Second})
+		fl.Targets = fl.Targets[:1]
+		rec := &memRecorder{}
+		r := New(fl, Deps{Recorder: rec})
+		s, err := r.Stream(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.BeforeWait(func() {}) {
+			t.Fatal("the fake stream takes no BeforeWait")
+		}
+		start := time.Now()
+		_, err = drain(s)
+		var ce *CommittedError
+		if !errors.As(err, &ce) || !errors.Is(err, fleet.ErrStalled) {
+			t.Fatalf("drain() = %v; want a stall after commit", err)
+		}
+		if waited := time.Since(start); waited > 61*time.Second {
+			t.Errorf("stall found after %v; want the stall timeout, 60s", waited)
+		}
+		if got := faults(rec.last().Attempts); !equal(got, []string{"a:failed_after_commit/server"}) {
+			t.Errorf("attempts = %v", got)
+		}
+	})
+}

@@ -1,0 +1,200 @@
+package router
+
+import (
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/breaker"
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// commit hands the attempt to the caller. It returns a nil Stream when the
+// attempt lost a race with its own deadline, after recording that as a
+// timeout.
+func (ru *run) commit(a *attempt) (*Stream, *halt) {
+	if !a.stopDeadline() {
+		// The deadline fired as the first token arrived; its cancellation
+		// is already closing the stream.
+		return nil, ru.failAttempt(a, fleet.ErrFirstTokenTimeout)
+	}
+	// Another server answered: an earlier suspect was the server's fault.
+	ru.settle(breaker.Failure)
+	if p := a.pulse.Load(); p != nil && p.Err == nil && !p.Idle {
+		// Its server said it was busy while the attempt waited.
+		a.queued = true
+	}
+	if !a.queued {
+		// It may have waited behind a request that started with it or
+		// after it, and may have ended since.
+		a.queued = ru.r.othersFilled(a.e.target.Candidate, a)
+	}
+	now := time.Now()
+	c := a.e.target.Candidate
+	a.rec.TTFT = now.Sub(a.rec.StartedAt)
+	a.e.br.Done(a.ticket, breaker.Committed, "first token")
+	ru.serve(c)
+	ru.rec.TTFT = now.Sub(ru.start)
+	ev := a.rec
+	ev.Outcome = fleet.OutcomeSuccess
+	ru.r.observe(fleet.Event{Type: fleet.EventCommit, At: now, RequestID: ru.id, Attempt: &ev})
+	return &Stream{ru: ru, a: a, meta: ru.meta(c)}, nil
+}
+
+// commitEmpty hands the caller the first empty answer: every candidate
+// that answered had nothing to say.
+func (ru *run) commitEmpty() *Stream {
+	ru.settle(breaker.Failure)
+	a := ru.empty
+	c := a.e.target.Candidate
+	ru.serve(c)
+	return &Stream{ru: ru, a: a, meta: ru.meta(c), empty: true}
+}
+
+// Stream is a committed answer. Recv replays the events buffered during the
+// probe, in order, then passes the upstream's events through. It is read
+// by one goroutine; Close may be called from another at any time, and
+// unblocks a pending Recv.
+type Stream struct {
+	ru    *run
+	a     *attempt
+	meta  Meta
+	pos   int
+	empty bool // the replay of an empty answer: nothing follows the buffer
+
+	once  sync.Once
+	err   error // the terminal error Recv returns once the stream ended
+	ended atomic.Bool
+	usage atomic.Pointer[fleet.Usage] // the last usage seen; read by a concurrent Close
+}
+
+// Meta returns what is known at commit time.
+func (s *Stream) Meta() Meta { return s.meta }
+
+// Passthrough tells the upstream stream that its reader forwards Raw and
+// needs no text from now on (fleet.Passthrougher): the chunks after the
+// ones buffered by the probe carry Raw, and the finish, usage and errors,
+// but no Content. A stream that can't does nothing.
+func (s *Stream) Passthrough() {
+	if p, ok := s.a.stream.(fleet.Passthrougher); ok {
+		p.Passthrough()
+	}
+}
+
+// BeforeWait makes Recv call f before it waits for the upstream
+// (fleet.Waiter), on Recv's goroutine, and reports whether the upstream's
+// stream can. The time f takes is not the upstream's: the stall deadline
+// is pushed back by it. Bytes read without content (keep-alive comments)
+// do not push it back: the stall timeout counts content.
+func (s *Stream) BeforeWait(f func()) bool {
+	w, ok := s.a.stream.(fleet.Waiter)
+	if !ok {
+		return false
+	}
+	w.BeforeWait(func() {
+		s.a.timer.Stop()
+		start := time.Now()
+		f()
+		s.a.stallAt = s.a.stallAt.Add(time.Since(start))
+		s.a.timer.Reset(max(time.Until(s.a.stallAt), 0))
+	})
+	return true
+}
+
+// Recv returns the next chunk. It returns io.EOF after a complete answer,
+// a *CommittedError when the upstream failed after the first token, and
+// another error when the caller closed the stream or went away. Before it
+// returns io.EOF the request's record is durable.
+func (s *Stream) Recv() (fleet.Chunk, error) {
+	if s.pos < len(s.a.buf) {
+		ch := s.a.buf[s.pos]
+		s.a.buf[s.pos] = fleet.Chunk{}
+		s.pos++
+		if ch.Usage != nil {
+			s.usage.Store(ch.Usage)
+		}
+		return ch, nil
+	}
+	if s.ended.Load() {
+		return fleet.Chunk{}, s.err
+	}
+	if s.empty {
+		return fleet.Chunk{}, s.end(io.EOF)
+	}
+	stall := s.ru.st.fleet.Settings.StallTimeout
+	s.a.stallAt = time.Now().Add(stall)
+	s.a.timer.Reset(stall)
+	ch, err := s.a.stream.Recv()
+	s.a.timer.Stop()
+	if err != nil {
+		return fleet.Chunk{}, s.end(err)
+	}
+	if ch.Usage != nil {
+		s.usage.Store(ch.Usage)
+	}
+	return ch, nil
+}
+
+// Close ends the stream. Closing before Recv returned io.EOF is a client
+// abort: the upstream connection is closed at once and the request is
+// recorded as client_abort. Safe to call more than once.
+func (s *Stream) Close() error {
+	s.a.cancel(errClosed)
+	s.end(errClosed)
+	return nil
+}
+
+// end finishes the stream once, records it and returns the error Recv
+// reports from now on.
+func (s *Stream) end(err error) error {
+	s.once.Do(func() {
+		s.err = s.ru.finish(s, err)
+		s.ended.Store(true)
+	})
+	return s.err
+}
+
+func (ru *run) finish(s *Stream, err error) error {
+	a := s.a
+	if usage := s.usage.Load(); usage != nil {
+		ru.rec.PromptTokens = usage.PromptTokens
+		ru.rec.CompletionTokens = usage.CompletionTokens
+	}
+	v := ru.conclude(a, err, true, errors.Is(err, errClosed), s)
+	switch v.outcome {
+	case fleet.OutcomeSuccess, "":
+		ru.recordUntried()
+		ru.rec.Status = fleet.StatusOK
+		ru.record()
+		return io.EOF
+	case fleet.OutcomeClientAbort, fleet.OutcomeShutdown:
+		ru.rec.Status, ru.rec.Failure, ru.rec.Error = fleet.StatusClientAbort, fleet.FailureClientGone, "caller went away"
+		if v.outcome == fleet.OutcomeShutdown {
+			ru.rec.Status, ru.rec.Failure, ru.rec.Error = fleet.StatusShutdown, fleet.FailureShutdown, a.rec.Error
+		}
+		ru.record()
+		if ru.ctx.Err() != nil {
+			return ru.ctx.Err()
+		}
+		return errClosed
+	}
+	if v.retry {
+		// Nothing reached the caller yet: the request goes on with the
+		// next candidate, unless it must stop.
+		ru.rec.ServedCandidate, ru.rec.ServedModel, ru.rec.IsFallback, ru.rec.TTFT = "", "", false, 0
+		if v.haltFailure != "" {
+			return ru.fail(v.haltFailure, v.haltErr)
+		}
+		return errRetry
+	}
+	if ru.aggregate && v.haltFailure != "" {
+		return ru.fail(v.haltFailure, v.haltErr)
+	}
+	ce := &CommittedError{Candidate: a.e.target.Candidate.ID, Err: v.err}
+	ru.rec.Status = fleet.StatusUpstreamErrorAfterCommit
+	ru.rec.Error = clip(ce.Error())
+	ru.record()
+	return ce
+}

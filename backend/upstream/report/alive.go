@@ -1,0 +1,134 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// Alive is a server's answer to the question whether it is alive and
+// working, asked when a request's first token is late (docs/DESIGN.md,
+// "Shared servers").
+type Alive struct {
+	// Err is set when the server did not answer in time, or answered an
+	// error: it is not alive.
+	Err error
+	// Idle: it answered and shows itself idle with free slots (llama.cpp's
+	// /slots all idle; no request running or waiting in vLLM's or
+	// llama.cpp's /metrics), so it is working on nothing, the late request
+	// included.
+	Idle bool
+	// Evidence says what it answered, in plain words.
+	Evidence string
+}
+
+// Alive asks c's server, off any request's connection and within ctx,
+// whether it is alive and working. It asks where the answer means
+// something: llama.cpp's /slots (not /health, which answers while
+// inference hangs), else /metrics (llama.cpp with --metrics, vLLM), else
+// /v1/models; Ollama's /api/ps, which answers while a runner hangs, so
+// for Ollama only the router's "nothing completes" rule catches that. The
+// answer also refreshes the server's report.
+func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
+	ep, _ := p.lookup(c)
+	if ep == nil {
+		ep = &endpoint{key: keyOf(c), apiKey: c.APIKey}
+	}
+	start := time.Now()
+	took := func() string { return roundMS(time.Since(start)) }
+	if ep.key.provider == fleet.ProviderOllama {
+		running, err := p.ps(ctx, ep.key.url)
+		if err != nil {
+			return Alive{Err: fmt.Errorf("/api/ps: %w", err)}
+		}
+		ep.rememberSizes(running)
+		ep.report.Store(&report{at: p.s.Now(), ollama: true, running: running})
+		names := make([]string, 0, len(running))
+		for _, r := range running {
+			names = append(names, r.Name)
+		}
+		ev := fmt.Sprintf("alive: /api/ps answered in %s", took())
+		if len(names) > 0 {
+			ev += "; resident: " + strings.Join(names, ", ")
+		}
+		return Alive{Evidence: ev}
+	}
+	root, err := serverRoot(ep.key.url)
+	if err != nil {
+		return Alive{Err: err}
+	}
+	// llama.cpp's /slots: each slot says whether it is processing.
+	var slots, busy int
+	found, err := p.get(ctx, ep, root+"/slots", func(body io.Reader) error {
+		var ss []struct {
+			IsProcessing *bool `json:"is_processing"`
+			State        *int  `json:"state"`
+		}
+		if json.NewDecoder(body).Decode(&ss) != nil {
+			return nil
+		}
+		slots = len(ss)
+		for _, s := range ss {
+			if s.IsProcessing != nil && *s.IsProcessing || s.State != nil && *s.State != 0 {
+				busy++
+			}
+		}
+		return nil
+	})
+	switch {
+	case loading(err):
+		return Alive{Evidence: fmt.Sprintf("alive: loading its model (/slots answered in %s)", took())}
+	case err != nil:
+		return Alive{Err: err}
+	case found && slots > 0:
+		ep.report.Store(&report{at: p.s.Now(), llama: &llamaReport{slots: slots, busy: busy}})
+		return Alive{Idle: busy == 0, Evidence: fmt.Sprintf("alive: /slots answered in %s; %d of %d slots busy", took(), busy, slots)}
+	}
+	// /metrics: vLLM's running and waiting requests, llama.cpp's with
+	// --metrics.
+	rep := &report{}
+	var processing float64
+	found, err = p.get(ctx, ep, root+"/metrics", func(body io.Reader) error {
+		return scrapeProm(body, func(name string) bool { return wantMetric(name) || name == "llamacpp:requests_processing" },
+			func(s promSample) {
+				if s.name == "llamacpp:requests_processing" {
+					processing += s.value
+					return
+				}
+				rep.add(s)
+			})
+	})
+	switch {
+	case loading(err):
+		return Alive{Evidence: fmt.Sprintf("alive: loading its model (/metrics answered in %s)", took())}
+	case err != nil:
+		return Alive{Err: err}
+	case found && rep.vllm != nil:
+		g, _ := rep.gauges(c.Model)
+		return Alive{Idle: g.running+g.waiting == 0,
+			Evidence: fmt.Sprintf("alive: /metrics answered in %s; %g running, %g waiting", took(), g.running, g.waiting)}
+	case found && rep.llama != nil:
+		return Alive{Idle: processing+rep.llama.deferred == 0,
+			Evidence: fmt.Sprintf("alive: /metrics answered in %s; %g processing, %g deferred", took(), processing, rep.llama.deferred)}
+	}
+	// A server that shows no load: that it answers is all it can say.
+	found, err = p.get(ctx, ep, strings.TrimRight(ep.key.url, "/")+"/models", func(io.Reader) error { return nil })
+	switch {
+	case err != nil:
+		return Alive{Err: err}
+	case !found:
+		return Alive{Err: errors.New("/v1/models: not found")}
+	}
+	return Alive{Evidence: fmt.Sprintf("alive: /v1/models answered in %s (the server shows no queue)", took())}
+}
+
+// roundMS formats a short duration in milliseconds: "3 ms".
+func roundMS(d time.Duration) string {
+	return fmt.Sprintf("%d ms", d.Round(time.Millisecond).Milliseconds())
+}
