@@ -248,6 +248,17 @@ func (s *Server) Restart(t testing.TB) {
 	}
 }
 
+// Pid returns the server's own process (Ollama's runner is a child of it);
+// 0 once the server was killed.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return 0
+	}
+	return s.p.cmd.Process.Pid
+}
+
 // Pids returns the live processes of the server: its process group and its
 // descendants (Ollama's runner). It is empty once the server was killed.
 func (s *Server) Pids() []int {

@@ -3,6 +3,7 @@ package system
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 type realCandidate struct {
 	id, provider, url, model string
 	extra                    string // more flow-map keys, e.g. "parallel: 1"
+	priority                 int    // 0: its place in the list
 }
 
 func llamaCand(id string, s *realserver.Server, extra string) realCandidate {
@@ -54,7 +56,8 @@ func startReal(t *testing.T, selection string, cands ...realCandidate) *realSwit
 	b.WriteString("selection:\n" + selection)
 	fmt.Fprintf(&b, "chat:\n  default_model: %s\n  candidates:\n", cands[0].id)
 	for i, c := range cands {
-		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %q, priority: %d, gpus: []", c.id, c.provider, c.url, c.model, i+1)
+		prio := cmp.Or(c.priority, i+1)
+		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %q, priority: %d, gpus: []", c.id, c.provider, c.url, c.model, prio)
 		if c.extra != "" {
 			b.WriteString(", " + c.extra)
 		}
