@@ -190,6 +190,10 @@ type marks struct {
 	// without one (zero: none). Together they tell how long nothing sent
 	// to it has answered (attempt.stuckFor).
 	lastAnswer, unanswered time.Time
+	// queuedAt and queuedWhy are when an attempt on it last waited behind
+	// work its server was busy with, and the evidence.
+	queuedAt  time.Time
+	queuedWhy string
 	// crash is the fingerprint of the request its runner last died on,
 	// with no answer since; crashed says there is one.
 	crash   uint64
@@ -311,6 +315,14 @@ type CandidateState struct {
 	// InFlight is how many of Switchyard's requests it runs now; Slots
 	// how many its server runs at once (0 when unknown).
 	InFlight, Slots int
+	// Running and Waiting are the requests its server last reported, from
+	// every client; QueueKnown is false when it reports none.
+	Running, Waiting int
+	QueueKnown       bool
+	// BusyWithOthers is the evidence of the last wait behind work its
+	// server was busy with, within the last BusyShown; "" when none.
+	BusyWithOthers string
+	BusySince      time.Time
 	// Deadline is the first-token deadline its next attempt would get.
 	Deadline time.Duration
 	Cold     bool
@@ -331,6 +343,17 @@ func (r *Router) States() []CandidateState {
 		v := r.view(c, now)
 		cs.BusyFor, cs.Loading, cs.Missing = v.busyFor, v.loading, v.missing
 		cs.InFlight, cs.Slots = v.inflight, v.slots
+		if r.deps.Capacity != nil {
+			cs.Running, cs.Waiting, cs.QueueKnown = r.deps.Capacity.Queue(c)
+		}
+		{
+			m := r.mark(c.ID)
+			r.marksMu.Lock()
+			if now.Sub(m.queuedAt) < BusyShown {
+				cs.BusyWithOthers, cs.BusySince = m.queuedWhy, m.queuedAt
+			}
+			r.marksMu.Unlock()
+		}
 		if r.deps.Pressure != nil {
 			cs.Pressure = r.deps.Pressure.Pressure(c)
 		}
@@ -488,6 +511,19 @@ func (r *Router) unansweredSince(id string, start time.Time) time.Time {
 		since = m.lastAnswer
 	}
 	return since
+}
+
+// BusyShown is how long the status shows a wait behind a server's other
+// work.
+const BusyShown = time.Minute
+
+// queued notes that an attempt on candidate id waited behind work its
+// server was busy with, and why Switchyard thinks so.
+func (r *Router) queued(id string, now time.Time, why string) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	m.queuedAt, m.queuedWhy = now, why
 }
 
 // crashedBefore reports whether candidate id's runner last died on another

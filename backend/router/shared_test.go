@@ -113,6 +113,9 @@ func TestSharedServerDeadline(t *testing.T) {
 				if got := last.Attempts[0].TTFT + last.Attempts[0].Duration; tc.only && tc.served == "a" && last.TTFT < tc.waited {
 					t.Errorf("answered after %v; want the server's own %v", got, tc.waited)
 				}
+				if busy := r.States()[0].BusyWithOthers; (tc.text == "busy with work Switchyard did not send") != (busy != "") {
+					t.Errorf("status says a is busy with others: %q", busy)
+				}
 				if live.count("a") != 1 {
 					t.Errorf("a was checked %d times; want once", live.count("a"))
 				}

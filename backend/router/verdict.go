@@ -447,6 +447,9 @@ func (ru *run) apply(a *attempt, e ending, v verdict, se *fleet.StatusError, usa
 	case a.rec.Outcome == fleet.OutcomeTimeout || a.rec.Fault == fleet.FaultQueued:
 		ru.r.unanswered(c.ID, a.rec.StartedAt)
 	}
+	if a.rec.Fault == fleet.FaultQueued {
+		ru.r.queued(c.ID, now, a.rec.Error)
+	}
 	if v.crashed {
 		ru.r.crashed(c.ID, ru.fingerprint())
 	}

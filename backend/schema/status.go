@@ -47,14 +47,28 @@ type Candidate struct {
 	Loading bool `json:"loading"`
 	// ConfigError says its server does not serve its model, "" when it
 	// does.
-	ConfigError string   `json:"config_error"`
-	InFlight    int      `json:"in_flight"`
-	Slots       int      `json:"slots"`
-	DeadlineMS  int64    `json:"deadline_ms"`
-	Cold        bool     `json:"cold"`
-	TTFT        TTFT     `json:"ttft"`
-	Demoted     bool     `json:"demoted"`
-	Pressure    *Reading `json:"pressure"`
+	ConfigError string `json:"config_error"`
+	InFlight    int    `json:"in_flight"`
+	Slots       int    `json:"slots"`
+	// ServerQueue is the work its server last reported from every
+	// client (llama.cpp, vLLM), nil for a server that reports none.
+	ServerQueue *ServerQueue `json:"server_queue"`
+	// BusyWithOthers is the evidence of its last wait behind work its
+	// server was busy with (within the last minute), "" when none: busy,
+	// not sick, and distinct from an open breaker.
+	BusyWithOthers string     `json:"busy_with_others"`
+	BusySince      *time.Time `json:"busy_since"`
+	DeadlineMS     int64      `json:"deadline_ms"`
+	Cold           bool       `json:"cold"`
+	TTFT           TTFT       `json:"ttft"`
+	Demoted        bool       `json:"demoted"`
+	Pressure       *Reading   `json:"pressure"`
+}
+
+// ServerQueue is what a server reports of its work, from every client.
+type ServerQueue struct {
+	Running int `json:"running"`
+	Waiting int `json:"waiting"`
 }
 
 // Breaker is a candidate's breaker state.
@@ -182,10 +196,20 @@ func NewStatus(in StatusInput) Status {
 			Breaker: Breaker{State: st.Breaker.State, Failures: st.Breaker.Failures, RemainingMS: st.Breaker.Remaining.Milliseconds(),
 				Probing: st.Breaker.Probing, Since: st.Breaker.Since},
 			BusyMS: st.BusyFor.Milliseconds(), Loading: st.Loading, ConfigError: st.Missing, InFlight: st.InFlight, Slots: st.Slots,
-			DeadlineMS: st.Deadline.Milliseconds(), Cold: st.Cold,
+			BusyWithOthers: st.BusyWithOthers,
+			DeadlineMS:     st.Deadline.Milliseconds(), Cold: st.Cold,
 			TTFT:    TTFT{N: t.N, P50MS: t.P50.Milliseconds(), P95MS: t.P95.Milliseconds(), P99MS: t.P99.Milliseconds()},
 			Demoted: st.Pressure != nil, Pressure: NewReading(st.Pressure),
 		})
+	}
+	for i, st := range in.Candidates {
+		if st.QueueKnown {
+			doc.Candidates[i].ServerQueue = &ServerQueue{Running: st.Running, Waiting: st.Waiting}
+		}
+		if !st.BusySince.IsZero() {
+			since := st.BusySince
+			doc.Candidates[i].BusySince = &since
+		}
 	}
 	return doc
 }

@@ -206,6 +206,9 @@ export interface components {
             breaker: components["schemas"]["Breaker"];
             /** Format: int64 */
             busy_ms: number;
+            /** Format: date-time */
+            busy_since: string | null;
+            busy_with_others: string;
             cold: boolean;
             config_error: string;
             /** Format: int64 */
@@ -222,6 +225,7 @@ export interface components {
             priority: number;
             /** @enum {string} */
             provider: "ollama" | "openai";
+            server_queue: components["schemas"]["ServerQueue"] | null;
             slots: number;
             supports_thinking: boolean;
             ttft: components["schemas"]["TTFT"];
@@ -366,6 +370,10 @@ export interface components {
         };
         Requests: {
             requests: components["schemas"]["Request"][];
+        };
+        ServerQueue: {
+            running?: number;
+            waiting?: number;
         };
         SetFault: {
             candidate: string;
