@@ -16,6 +16,8 @@
 //     open mid-answer through each path;
 //   - history: the rate the SQLite writer sustains, and the latency the
 //     history adds to a request;
+//   - band: two servers of one model at one priority, with balance
+//     ordered against fastest, and the liveness checks they cost;
 //   - profile (when asked for): CPU and allocation profiles of the
 //     Switchyard path at concurrency 1 and a summary of where they go.
 //
@@ -152,6 +154,7 @@ type Report struct {
 	Throughput []ThroughputRow `json:"throughput,omitempty"`
 	Memory     *MemoryResult   `json:"memory,omitempty"`
 	History    *HistoryResult  `json:"history,omitempty"`
+	Band       []BandRow       `json:"band,omitempty"`
 	Profile    *ProfileResult  `json:"profile,omitempty"`
 	Figures    []Figure        `json:"figures"`
 	Notes      []string        `json:"notes,omitempty"`
@@ -194,6 +197,7 @@ var sections = []section{
 	{"throughput", (*bencher).throughput},
 	{"memory", (*bencher).memory},
 	{"history", (*bencher).history},
+	{"band", (*bencher).band},
 }
 
 // Sections returns the names of Run's sections, in the order they run.

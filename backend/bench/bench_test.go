@@ -132,6 +132,21 @@ func TestTinyRun(t *testing.T) {
 			t.Errorf("switchyard goroutines %d idle, %d open; want more while streams are open", m.Switchyard.IdleGoroutines, m.Switchyard.OpenGoroutines)
 		}
 	}
+	if len(rep.Band) != 2 {
+		t.Errorf("%d band rows; want ordered and fastest", len(rep.Band))
+	}
+	for _, row := range rep.Band {
+		positive("band "+row.Balance+" requests/s", row.RPS)
+		if row.Errors > 0 || row.Queued > 0 {
+			t.Errorf("band %s: %d errors, %d liveness checks; want none", row.Balance, row.Errors, row.Queued)
+		}
+		if row.Balance == "ordered" && row.Served[bandFast] > 0 {
+			t.Errorf("band ordered: the fast server served %d; want the id order, the slow one first", row.Served[bandFast])
+		}
+		if row.Balance == "fastest" && row.Served[bandFast] <= row.Served[bandSlow] {
+			t.Errorf("band fastest: served %v; want most by the fast one", row.Served)
+		}
+	}
 	if h := rep.History; h == nil {
 		t.Error("no history result")
 	} else {

@@ -283,19 +283,27 @@ func breakerState(sy *experiment.Switchyard, id string) fleet.BreakerState {
 // the history recorded since since, by request id.
 func firstOutcomes(ctx context.Context, sy *experiment.Switchyard, since time.Time) (map[string]fleet.Outcome, error) {
 	out := make(map[string]fleet.Outcome)
+	err := eachRecord(ctx, sy, since, func(r fleet.RequestRecord) {
+		if len(r.Attempts) > 0 {
+			out[r.ID] = r.Attempts[0].Outcome
+		}
+	})
+	return out, err
+}
+
+// eachRecord calls fn with every request the history recorded since since.
+func eachRecord(ctx context.Context, sy *experiment.Switchyard, since time.Time, fn func(fleet.RequestRecord)) error {
 	before := ""
 	for {
 		recs, err := sy.Requests(ctx, history.Filter{Limit: history.MaxLimit, Before: before, Since: since.Add(-time.Second)})
 		if err != nil {
-			return nil, fmt.Errorf("read history: %w", err)
+			return fmt.Errorf("read history: %w", err)
 		}
 		for _, r := range recs {
-			if len(r.Attempts) > 0 {
-				out[r.ID] = r.Attempts[0].Outcome
-			}
+			fn(r)
 		}
 		if len(recs) < history.MaxLimit {
-			return out, nil
+			return nil
 		}
 		before = recs[len(recs)-1].ID
 	}

@@ -369,6 +369,9 @@ func (r *Report) tables() []table {
 		}
 		ts = append(ts, t)
 	}
+	if len(r.Band) > 0 {
+		ts = append(ts, r.bandTable())
+	}
 	return ts
 }
 
