@@ -76,9 +76,6 @@ type Ticket struct {
 	probe bool
 }
 
-// Probe reports whether this call is the single half-open probe.
-func (t Ticket) Probe() bool { return t.probe }
-
 // Breaker guards one candidate. It is safe for concurrent use; create it
 // with New.
 type Breaker struct {
@@ -99,9 +96,6 @@ func New(name string, s Settings) *Breaker {
 	s = s.withDefaults()
 	return &Breaker{name: name, s: s, state: fleet.BreakerClosed, gen: 1, lastChange: s.Now()}
 }
-
-// Settings returns the breaker's settings with defaults applied.
-func (b *Breaker) Settings() Settings { return b.s }
 
 // Allow asks to make a call. It returns ok=false when the breaker is open,
 // or half-open with its probe already in flight. When an open breaker's
@@ -255,10 +249,6 @@ func (b *Breaker) Snapshot() Snapshot {
 	b.notify(ch)
 	return s
 }
-
-// RemainingDelay is the cool-down left before an open breaker admits its
-// probe; zero when not open.
-func (b *Breaker) RemainingDelay() time.Duration { return b.Snapshot().Remaining }
 
 // Restore puts the breaker into the state a previous run left it in. A
 // candidate whose breaker was open or half-open is open again until the end

@@ -115,7 +115,7 @@ func TestExactlyOneHalfOpenProbeAmongConcurrentCallers(t *testing.T) {
 				<-start
 				if tk, ok := b.Allow(); ok {
 					admitted.Add(1)
-					if tk.Probe() {
+					if tk.probe {
 						probes.Add(1)
 					}
 				}
@@ -170,7 +170,7 @@ func TestStaleGenerationIgnored(t *testing.T) {
 		}
 		time.Sleep(DefaultOpenDuration)
 		probe, ok := b.Allow()
-		if !ok || !probe.Probe() {
+		if !ok || !probe.probe {
 			t.Fatal("want a half-open probe")
 		}
 		// The slow call from the closed period reports success: stale, so it
@@ -217,23 +217,23 @@ func TestTransitionsReported(t *testing.T) {
 	})
 }
 
-func TestRemainingDelayCountsDown(t *testing.T) {
+func TestRemainingCountsDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New("c", Settings{})
-		if d := b.RemainingDelay(); d != 0 {
-			t.Fatalf("closed RemainingDelay() = %v; want 0", d)
+		if d := b.Snapshot().Remaining; d != 0 {
+			t.Fatalf("closed Snapshot().Remaining = %v; want 0", d)
 		}
 		for range 2 {
 			tk, _ := b.Allow()
 			b.Done(tk, Failure, "x")
 		}
 		time.Sleep(10 * time.Second)
-		if d := b.RemainingDelay(); d != 20*time.Second {
-			t.Fatalf("RemainingDelay() = %v; want 20s", d)
+		if d := b.Snapshot().Remaining; d != 20*time.Second {
+			t.Fatalf("Snapshot().Remaining = %v; want 20s", d)
 		}
 		time.Sleep(20 * time.Second)
-		if d := b.RemainingDelay(); d != 0 {
-			t.Fatalf("RemainingDelay() after cool-down = %v; want 0", d)
+		if d := b.Snapshot().Remaining; d != 0 {
+			t.Fatalf("Snapshot().Remaining after cool-down = %v; want 0", d)
 		}
 	})
 }
@@ -286,7 +286,7 @@ func TestRestore(t *testing.T) {
 			t.Fatalf("restored Snapshot() = %+v; want open with 20s left", s)
 		}
 		time.Sleep(20 * time.Second)
-		if tk, ok := b.Allow(); !ok || !tk.Probe() {
+		if tk, ok := b.Allow(); !ok || !tk.probe {
 			t.Fatal("after the restored cool-down the next caller must be the probe")
 		}
 

@@ -144,9 +144,6 @@ const (
 	KindEmbed Kind = "embed"
 )
 
-// Kinds lists every kind, for the API's description.
-var Kinds = []Kind{KindChat, KindGenerate, KindEmbed}
-
 // Request is one request as the router sees it, whatever protocol it
 // arrived in. The router and the adapters read it and never modify it.
 type Request struct {

@@ -613,9 +613,6 @@ func (s *System) watching() {
 	}
 }
 
-// WatchReady is closed once edits of the config file are watched.
-func (s *System) WatchReady() <-chan struct{} { return s.watchReady }
-
 // apply puts a valid edited config in force. An edit that would leave the
 // address Switchyard is bound to, however it was set, without the key it
 // needs there is refused whole: no reload may expose it.

@@ -58,7 +58,7 @@ func TestConfigReload(t *testing.T) {
 		return d
 	}
 
-	<-h.sys.WatchReady()
+	<-h.sys.watchReady
 	// An invalid edit is rejected; the old config keeps serving.
 	old, _ := os.ReadFile(cfgPath)
 	os.WriteFile(cfgPath, []byte(strings.Replace(string(old), "failure_threshold: 100", "failure_threshold: -1", 1)), 0o600)
