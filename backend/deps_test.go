@@ -9,30 +9,61 @@ import (
 	"testing"
 )
 
-func TestCoreImportsNoAdapters(t *testing.T) {
-	forbidden := []string{
-		"net/http",
-		"database/sql",
-		"github.com/wailsapp/",
-		"github.com/NVIDIA/go-nvml",
-		"modernc.org/sqlite",
-		"github.com/switchyard/switchyard/backend/upstream",
-		"github.com/switchyard/switchyard/backend/history",
-		"github.com/switchyard/switchyard/backend/httpapi",
-		"github.com/switchyard/switchyard/backend/gpu",
-	}
-	for _, pkg := range []string{"fleet", "breaker", "router"} {
-		path := "github.com/switchyard/switchyard/backend/" + pkg
-		out, err := exec.Command("go", "list", "-deps", path).Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", path, err)
-		}
-		for _, dep := range strings.Fields(string(out)) {
-			for _, f := range forbidden {
-				if dep == f || strings.HasPrefix(dep, f) {
-					t.Errorf("%s imports %s", path, dep)
+const mod = "github.com/switchyard/switchyard/"
+
+// badDeps are, for each package, what it must not import, directly or
+// through another package, and why (tailscale's deptest habit: a ban
+// without its reason is soon lifted by someone who needs it).
+var badDeps = map[string]map[string]string{
+	"backend/fleet":   core,
+	"backend/breaker": core,
+	"backend/router":  core,
+	"backend/deadline": {
+		"net/http":               "it learns from samples in memory; it asks no server",
+		mod + "backend/upstream": "residency comes in as a func from system, not from the poller",
+		mod + "backend/router":   "it implements router.Deadlines; the router must not be needed to test it",
+		mod + "backend/history":  "samples are seeded by system from the history, not read by the learner",
+	},
+}
+
+// core is what the domain, the breaker and the router never import: they
+// decide, and the edges translate (STYLE.md).
+var core = map[string]string{
+	"net/http":                  "upstreams are fleet.Backends; HTTP is the adapters' and the API's",
+	"database/sql":              "records go out through router.Recorder",
+	"github.com/wailsapp/":      "only app.go touches Wails",
+	"github.com/NVIDIA/go-nvml": "GPU pressure comes in through router.Pressure",
+	"modernc.org/sqlite":        "records go out through router.Recorder",
+	mod + "backend/upstream":    "adapters implement fleet.Backend; the router must not know wire formats",
+	mod + "backend/history":     "records go out through router.Recorder",
+	mod + "backend/httpapi":     "the edge chooses statuses and headers from the router's domain values",
+	mod + "backend/gpu":         "GPU pressure comes in through router.Pressure",
+}
+
+func TestBadDeps(t *testing.T) {
+	for pkg, bad := range badDeps {
+		for _, dep := range deps(t, mod+pkg) {
+			for f, why := range bad {
+				if dep == f || strings.HasPrefix(dep, strings.TrimSuffix(f, "/")+"/") {
+					t.Errorf("%s imports %s: %s", pkg, dep, why)
 				}
 			}
+		}
+	}
+}
+
+// backend/pressure decides what servers' reports mean; the facts come from
+// backend/upstream/report in its own types, so pressure speaks no
+// adapter's wire types.
+func TestPressureSpeaksNoAdapterTypes(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, mod+"backend/pressure").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, imp := range strings.Fields(string(out)) {
+		switch imp {
+		case mod + "backend/upstream/ollama", mod + "backend/upstream/openai", mod + "backend/upstream", "net/http":
+			t.Errorf("backend/pressure imports %s: it decides on report's facts, not on wire types", imp)
 		}
 	}
 }

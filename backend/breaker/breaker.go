@@ -225,14 +225,14 @@ func (b *Breaker) notify(ch *fleet.BreakerChange) {
 
 // Snapshot is a breaker's state for display.
 type Snapshot struct {
-	State fleet.BreakerState `json:"state"`
+	State fleet.BreakerState
 	// Failures is the consecutive failure count in the closed state.
-	Failures int `json:"failures"`
+	Failures int
 	// Remaining is the cool-down left while open, zero otherwise.
-	Remaining time.Duration `json:"remaining_ns"`
+	Remaining time.Duration
 	// Probing is true while the half-open probe is in flight.
-	Probing bool      `json:"probing"`
-	Since   time.Time `json:"since"`
+	Probing bool
+	Since   time.Time
 }
 
 // Snapshot returns the current state, moving an expired open breaker to

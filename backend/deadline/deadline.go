@@ -4,7 +4,7 @@
 // floor, ceiling) once enough samples are known, the ceiling before; plus
 // the expected load time for a model that is not resident, so a cold model
 // is not mistaken for a stalled one. It implements router.Deadlines and
-// imports the standard library only.
+// imports only fleet and the standard library.
 package deadline
 
 import (

@@ -12,7 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/gpu"
-	"github.com/switchyard/switchyard/backend/upstream/ollama"
+	"github.com/switchyard/switchyard/backend/upstream/report"
 )
 
 // TestNVMLPressure drives a candidate on GPU 0 of go-nvml's mock DGX H100
@@ -41,7 +41,7 @@ func TestNVMLPressure(t *testing.T) {
 	neighbour := ollamaCand("llama", "llama3.2:3b", []int{1}, true)
 	everywhere := ollamaCand("any", "qwen3:8b", nil, true)
 	mon := NewMonitor(Policy{}, Sources{GPU: sampler.Latest, Reports: reports, Size: func(fleet.Candidate) uint64 { return 20 * gib }})
-	resident := []ollama.Running{
+	resident := []report.Resident{
 		{Name: "qwen3:32b", Size: 20 * gib, SizeVRAM: 20 * gib},
 		{Name: "llama3.2:3b", Size: 3 * gib, SizeVRAM: 3 * gib},
 		{Name: "qwen3:8b", Size: 6 * gib, SizeVRAM: 6 * gib},
@@ -50,7 +50,7 @@ func TestNVMLPressure(t *testing.T) {
 	steps := []struct {
 		name    string
 		free    float64 // GiB free on GPU 0
-		running []ollama.Running
+		running []report.Resident
 		want    string // reason for c; "" for none
 		wantAny bool   // everywhere (all GPUs) is under pressure too
 	}{

@@ -17,7 +17,6 @@ import (
 
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/gpu"
-	"github.com/switchyard/switchyard/backend/upstream/ollama"
 	"github.com/switchyard/switchyard/backend/upstream/report"
 )
 
@@ -77,7 +76,7 @@ type Reports interface {
 	// SeenSize is the size c's model had when it was last seen loaded.
 	SeenSize(c fleet.Candidate) uint64
 	// Spill is the /api/ps entry of c's model when it is loaded.
-	Spill(c fleet.Candidate) (ollama.Running, bool)
+	Spill(c fleet.Candidate) (report.Resident, bool)
 	// VLLM is what c's vLLM server said of c's model.
 	VLLM(c fleet.Candidate) (report.VLLM, bool)
 	// LlamaCPP is what c's llama.cpp server said.

@@ -8,7 +8,6 @@ import (
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/gpu"
 	"github.com/switchyard/switchyard/backend/router"
-	"github.com/switchyard/switchyard/backend/upstream/ollama"
 	"github.com/switchyard/switchyard/backend/upstream/report"
 )
 
@@ -33,17 +32,17 @@ func dev(index int, total, free float64) gpu.Device {
 // /api/ps (running, nil when never polled), and every model it has shown.
 type fakeReports struct {
 	mu      sync.Mutex
-	running []ollama.Running
+	running []report.Resident
 	seen    map[string]uint64
 	at      time.Time
 	vllm    *report.VLLM
 	llama   *report.LlamaCPP
 }
 
-func (f *fakeReports) set(running ...ollama.Running) {
+func (f *fakeReports) set(running ...report.Resident) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.running, f.at = append([]ollama.Running{}, running...), time.Now()
+	f.running, f.at = append([]report.Resident{}, running...), time.Now()
 	if f.seen == nil {
 		f.seen = map[string]uint64{}
 	}
@@ -52,13 +51,13 @@ func (f *fakeReports) set(running ...ollama.Running) {
 	}
 }
 
-func (f *fakeReports) find(c fleet.Candidate) (ollama.Running, bool) {
+func (f *fakeReports) find(c fleet.Candidate) (report.Resident, bool) {
 	for _, r := range f.running {
 		if fleet.SameModel(r.Name, c.Model) {
 			return r, true
 		}
 	}
-	return ollama.Running{}, false
+	return report.Resident{}, false
 }
 
 func (f *fakeReports) Residency(c fleet.Candidate) (bool, bool, time.Time) {
@@ -82,7 +81,7 @@ func (f *fakeReports) SeenSize(c fleet.Candidate) uint64 {
 	return 0
 }
 
-func (f *fakeReports) Spill(c fleet.Candidate) (ollama.Running, bool) {
+func (f *fakeReports) Spill(c fleet.Candidate) (report.Resident, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.find(c)
@@ -148,7 +147,7 @@ func TestMonitorPressure(t *testing.T) {
 		policy  Policy
 		devs    []gpu.Device
 		cand    fleet.Candidate
-		running []ollama.Running // /api/ps; nil: the model is resident
+		running []report.Resident // /api/ps; nil: the model is resident
 		size    uint64
 		want    *fleet.GPUReading // nil: no pressure
 	}{{
@@ -183,7 +182,7 @@ func TestMonitorPressure(t *testing.T) {
 		name:    "not resident and too big",
 		devs:    []gpu.Device{dev(0, 80, 12.1)},
 		cand:    ollamaCand("a", big, []int{0}, true),
-		running: []ollama.Running{{Name: "llama3.2:3b", Size: 3 * gib, SizeVRAM: 3 * gib}},
+		running: []report.Resident{{Name: "llama3.2:3b", Size: 3 * gib, SizeVRAM: 3 * gib}},
 		size:    20 * gib,
 		want: &fleet.GPUReading{GPU: 0, Source: "nvml", FreeBytes: gibf(12.1), UsedBytes: 80*gib - gibf(12.1), TotalBytes: 80 * gib,
 			Reason: "qwen3:32b not resident and needs 20.0 GiB, GPU 0 has 12.1 GiB free"},
@@ -191,7 +190,7 @@ func TestMonitorPressure(t *testing.T) {
 		name:    "not resident, too big for two GPUs together",
 		devs:    []gpu.Device{dev(0, 24, 8), dev(1, 24, 10)},
 		cand:    ollamaCand("a", big, []int{0, 1}, true),
-		running: []ollama.Running{},
+		running: []report.Resident{},
 		size:    20 * gib,
 		want: &fleet.GPUReading{GPU: 0, Source: "nvml", FreeBytes: 18 * gib, UsedBytes: 30 * gib, TotalBytes: 48 * gib,
 			Reason: "qwen3:32b not resident and needs 20.0 GiB, GPUs 0,1 have 18.0 GiB free"},
@@ -199,13 +198,13 @@ func TestMonitorPressure(t *testing.T) {
 		name:    "not resident but fits",
 		devs:    []gpu.Device{dev(0, 80, 30)},
 		cand:    ollamaCand("a", big, []int{0}, true),
-		running: []ollama.Running{},
+		running: []report.Resident{},
 		size:    20 * gib,
 	}, {
 		name:    "not resident, size unknown",
 		devs:    []gpu.Device{dev(0, 80, 12)},
 		cand:    ollamaCand("a", big, []int{0}, true),
-		running: []ollama.Running{},
+		running: []report.Resident{},
 	}, {
 		name: "resident: its size is already in use",
 		devs: []gpu.Device{dev(0, 80, 12)},
@@ -241,7 +240,7 @@ func TestMonitorPressure(t *testing.T) {
 		name:    "spilled to CPU on its Ollama server",
 		devs:    []gpu.Device{dev(0, 80, 40)},
 		cand:    ollamaCand("a", big, nil, false),
-		running: []ollama.Running{{Name: big, Size: 20 * gib, SizeVRAM: 12 * gib}},
+		running: []report.Resident{{Name: big, Size: 20 * gib, SizeVRAM: 12 * gib}},
 		want: &fleet.GPUReading{GPU: -1, Source: "ollama_ps", UsedBytes: 12 * gib, TotalBytes: 20 * gib,
 			Reason: "qwen3:32b spilled to CPU: 12.0 of 20.0 GiB in VRAM"},
 	}, {
@@ -249,7 +248,7 @@ func TestMonitorPressure(t *testing.T) {
 		// the CPU by design, and CPU-only fleets keep their order.
 		name:    "wholly on CPU",
 		cand:    ollamaCand("a", "qwen3", nil, false),
-		running: []ollama.Running{{Name: "qwen3:latest", Size: 5 * gib}},
+		running: []report.Resident{{Name: "qwen3:latest", Size: 5 * gib}},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,7 +256,7 @@ func TestMonitorPressure(t *testing.T) {
 			r.setGPUs(tt.devs...)
 			running := tt.running
 			if running == nil {
-				running = []ollama.Running{{Name: tt.cand.Model, Size: int64(tt.size), SizeVRAM: int64(tt.size)}}
+				running = []report.Resident{{Name: tt.cand.Model, Size: int64(tt.size), SizeVRAM: int64(tt.size)}}
 			}
 			r.reports.set(running...)
 			r.sizes[tt.cand.ID] = tt.size
@@ -297,7 +296,7 @@ func TestMonitorWithoutReadings(t *testing.T) {
 func TestMonitorRecovers(t *testing.T) {
 	c := ollamaCand("a", "qwen3:8b", []int{0}, true)
 	r := newMonitorRig(t, Policy{}, c)
-	r.reports.set(ollama.Running{Name: "qwen3:8b", Size: 5 * gib, SizeVRAM: 5 * gib})
+	r.reports.set(report.Resident{Name: "qwen3:8b", Size: 5 * gib, SizeVRAM: 5 * gib})
 	r.setGPUs(dev(0, 24, 0.5))
 	if got := r.mon.Pressure(c); got == nil {
 		t.Fatal("Pressure() = nil under pressure")
@@ -328,7 +327,7 @@ func TestMonitorSeenSize(t *testing.T) {
 	c := ollamaCand("a", "qwen3:32b", []int{0}, true)
 	r := newMonitorRig(t, Policy{}, c)
 	r.setGPUs(dev(0, 80, 12))
-	r.reports.set(ollama.Running{Name: "qwen3:32b", Size: 20 * gib, SizeVRAM: 20 * gib})
+	r.reports.set(report.Resident{Name: "qwen3:32b", Size: 20 * gib, SizeVRAM: 20 * gib})
 	if got := r.mon.Pressure(c); got != nil {
 		t.Fatalf("Pressure() while resident = %+v; want nil", got)
 	}

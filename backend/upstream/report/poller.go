@@ -510,20 +510,27 @@ func (p *Poller) SeenSize(c fleet.Candidate) uint64 {
 	return 0
 }
 
+// Resident is a model an Ollama server has loaded, as its /api/ps says.
+type Resident struct {
+	Name     string
+	Size     int64 // bytes the loaded model takes
+	SizeVRAM int64 // of Size, bytes in GPU memory; less than Size means partly on CPU
+}
+
 // Spill returns the /api/ps entry of c's model when its Ollama server has
 // it loaded; ok is false otherwise (not loaded, not Ollama, no poll yet, or
 // the last poll failed). It does no I/O.
-func (p *Poller) Spill(c fleet.Candidate) (r ollama.Running, ok bool) {
+func (p *Poller) Spill(c fleet.Candidate) (r Resident, ok bool) {
 	_, rep := p.lookup(c)
 	if rep == nil || rep.err != nil || !rep.ollama {
-		return ollama.Running{}, false
+		return Resident{}, false
 	}
 	for _, r := range rep.running {
 		if fleet.SameModel(r.Name, c.Model) {
-			return r, true
+			return Resident{Name: r.Name, Size: r.Size, SizeVRAM: r.SizeVRAM}, true
 		}
 	}
-	return ollama.Running{}, false
+	return Resident{}, false
 }
 
 // VLLM is what a vLLM server's /metrics says of one model.
