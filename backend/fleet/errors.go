@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -108,98 +107,3 @@ func (e *MalformedError) Error() string {
 }
 
 func (e *MalformedError) Unwrap() error { return e.Err }
-
-// Class says what an attempt's error means for routing.
-type Class int
-
-const (
-	// ClassTransient: the candidate failed; count it on the breaker and try
-	// the next one (before commit).
-	ClassTransient Class = iota
-	// ClassBusy: the candidate is overloaded; skip it and back it off
-	// without counting a breaker failure.
-	ClassBusy
-	// ClassNotRetryable: the request itself is wrong (a 4xx other than
-	// 401, 403, 404, 408, 409, 425 and 429) and would fail anywhere;
-	// return it to the caller at once.
-	ClassNotRetryable
-	// ClassAuth: 401/403, a configuration problem; return at once, shown
-	// loudly, never counted.
-	ClassAuth
-	// ClassAbort: the caller went away.
-	ClassAbort
-	// ClassLoading: the server is loading the model; skip it without
-	// counting a failure until it is ready.
-	ClassLoading
-	// ClassConfig: the candidate does not serve its model (404): a fault
-	// of the configuration, not of the server. Skip it, show it loudly,
-	// never count it.
-	ClassConfig
-	// ClassUnsupported: the model can't do what the request asks (for
-	// example thinking); a routing mistake, so try the next candidate.
-	ClassUnsupported
-)
-
-func (c Class) String() string {
-	switch c {
-	case ClassTransient:
-		return "transient"
-	case ClassBusy:
-		return "busy"
-	case ClassNotRetryable:
-		return "not_retryable"
-	case ClassAuth:
-		return "auth"
-	case ClassAbort:
-		return "client_abort"
-	case ClassLoading:
-		return "loading"
-	case ClassConfig:
-		return "config"
-	case ClassUnsupported:
-		return "unsupported"
-	}
-	return fmt.Sprintf("Class(%d)", int(c))
-}
-
-// Classify maps an attempt's error to its routing class. It looks only at
-// types and sentinels (docs/DESIGN.md, "Whose fault is it"), never at message text. A context error is
-// a client abort only when the caller's own context is done: pass callerCtx
-// so a deadline of the router's own is not mistaken for one.
-func Classify(callerCtx context.Context, err error) Class {
-	if callerCtx != nil && callerCtx.Err() != nil {
-		return ClassAbort
-	}
-	var se *StatusError
-	if errors.As(err, &se) {
-		return classifyStatus(se)
-	}
-	return ClassTransient
-}
-
-func classifyStatus(se *StatusError) Class {
-	switch {
-	case se.Busy:
-		return ClassBusy
-	case se.Loading:
-		return ClassLoading
-	case se.Unsupported != "":
-		return ClassUnsupported
-	}
-	switch se.StatusCode {
-	case 401, 403:
-		return ClassAuth
-	case 404:
-		return ClassConfig
-	case 429:
-		return ClassBusy
-	case 408, 409, 425:
-		return ClassTransient
-	}
-	if se.StatusCode >= 400 && se.StatusCode < 500 {
-		// The upstream says the request itself is wrong (400, 413, 422,
-		// ...): it would fail anywhere.
-		return ClassNotRetryable
-	}
-	return ClassTransient
-}

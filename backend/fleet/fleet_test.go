@@ -1,48 +1,10 @@
 package fleet
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
 )
-
-func TestClassify(t *testing.T) {
-	ctx := context.Background()
-	gone, cancel := context.WithCancel(ctx)
-	cancel()
-	tests := []struct {
-		name string
-		ctx  context.Context
-		err  error
-		want Class
-	}{
-		{"a refused connection", ctx, errors.New("dial tcp: connection refused"), ClassTransient},
-		{"the caller left, whatever the error", gone, &StatusError{StatusCode: 500}, ClassAbort},
-		{"500", ctx, &StatusError{StatusCode: 500}, ClassTransient},
-		{"503 busy", ctx, &StatusError{StatusCode: 503, Busy: true}, ClassBusy},
-		{"503 loading", ctx, &StatusError{StatusCode: 503, Loading: true}, ClassLoading},
-		{"429", ctx, &StatusError{StatusCode: 429}, ClassBusy},
-		{"400", ctx, &StatusError{StatusCode: 400}, ClassNotRetryable},
-		{"400 for thinking on a model that can't", ctx, &StatusError{StatusCode: 400, Unsupported: "thinking"}, ClassUnsupported},
-		{"413", ctx, &StatusError{StatusCode: 413}, ClassNotRetryable},
-		{"422", ctx, &StatusError{StatusCode: 422}, ClassNotRetryable},
-		{"405", ctx, &StatusError{StatusCode: 405}, ClassNotRetryable},
-		{"401", ctx, &StatusError{StatusCode: 401}, ClassAuth},
-		{"403", ctx, &StatusError{StatusCode: 403}, ClassAuth},
-		{"404 model not found", ctx, &StatusError{StatusCode: 404}, ClassConfig},
-		{"408", ctx, &StatusError{StatusCode: 408}, ClassTransient},
-		{"409", ctx, &StatusError{StatusCode: 409}, ClassTransient},
-		{"425", ctx, &StatusError{StatusCode: 425}, ClassTransient},
-		{"wrapped", ctx, fmt.Errorf("ollama chat: %w", &StatusError{StatusCode: 404}), ClassConfig},
-		{"an error event", ctx, &EventError{Message: "boom"}, ClassTransient},
-	}
-	for _, tt := range tests {
-		if got := Classify(tt.ctx, tt.err); got != tt.want {
-			t.Errorf("%s: Classify() = %s; want %s", tt.name, got, tt.want)
-		}
-	}
-}
 
 func TestModelOutputErrors(t *testing.T) {
 	for _, err := range []error{
