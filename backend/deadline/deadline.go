@@ -56,7 +56,7 @@ func (s Settings) withDefaults() Settings {
 		s.MinSamples = DefaultMinSamples
 	}
 	if s.Window <= 0 {
-		s.Window = 200
+		s.Window = DefaultWindow
 	}
 	if s.Now == nil {
 		s.Now = time.Now
@@ -230,6 +230,10 @@ func (l *Learner) loadTime(c fleet.Candidate) time.Duration {
 	}
 	return DefaultLoadTime
 }
+
+// DefaultWindow is how many recent warm TTFTs a candidate keeps by
+// default: the samples seeded from the history at start too.
+const DefaultWindow = 200
 
 // DefaultLoadTime is the load allowance of a cold model whose load time is
 // neither configured nor learned.

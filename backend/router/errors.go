@@ -32,7 +32,7 @@ var ErrAllFailed = errors.New("all candidates failed")
 
 // ErrUnsupported is the cause of an Error when no candidate can do what
 // the request asks.
-var ErrUnsupported = errors.New("no candidate can serve this request")
+var ErrUnsupported = errors.New("no candidate can do what this request asks")
 
 func (e *Error) Error() string {
 	var b strings.Builder

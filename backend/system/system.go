@@ -447,7 +447,7 @@ func (s *System) restore(ctx context.Context) {
 		if ch, ok := last[id]; ok {
 			s.router.Breaker(id).Restore(ch)
 		}
-		ttfts, err := s.store.WarmTTFTs(ctx, id, 200)
+		ttfts, err := s.store.WarmTTFTs(ctx, id, deadline.DefaultWindow)
 		if err != nil {
 			s.o.Logf("learn TTFT of %s: %v", id, err)
 			continue
