@@ -52,18 +52,32 @@ func TestBadDeps(t *testing.T) {
 	}
 }
 
-// backend/pressure decides what servers' reports mean; the facts come from
-// backend/upstream/report in its own types, so pressure speaks no
-// adapter's wire types.
-func TestPressureSpeaksNoAdapterTypes(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, mod+"backend/pressure").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, imp := range strings.Fields(string(out)) {
-		switch imp {
-		case mod + "backend/upstream/ollama", mod + "backend/upstream/openai", mod + "backend/upstream", "net/http":
-			t.Errorf("backend/pressure imports %s: it decides on report's facts, not on wire types", imp)
+// directBadDeps are, for each package, what its own files must not import,
+// and why.
+var directBadDeps = map[string]map[string]string{
+	"backend/router": {
+		"encoding/json": "the router routes fleet values; the upstream's JSON is assembled at the edge (httpapi), where the dialects live",
+	},
+	// pressure decides what servers' reports mean; the facts come from
+	// upstream/report in its own types.
+	"backend/pressure": {
+		mod + "backend/upstream/ollama": "it decides on report's facts, not on an adapter's wire types",
+		mod + "backend/upstream/openai": "it decides on report's facts, not on an adapter's wire types",
+		mod + "backend/upstream":        "it asks no server",
+		"net/http":                      "it asks no server",
+	},
+}
+
+func TestDirectBadDeps(t *testing.T) {
+	for pkg, bad := range directBadDeps {
+		out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, imp := range strings.Fields(string(out)) {
+			if why, ok := bad[imp]; ok {
+				t.Errorf("%s imports %s: %s", pkg, imp, why)
+			}
 		}
 	}
 }

@@ -191,7 +191,7 @@ func (s *Server) openaiEmbeddings(w http.ResponseWriter, r *http.Request) {
 }
 
 // embeddingList is OpenAI's answer for vectors from another dialect.
-func embeddingList(ans *router.Answer, b64 bool) any {
+func embeddingList(ans *answer, b64 bool) any {
 	type item struct {
 		Object    string `json:"object"`
 		Index     int    `json:"index"`

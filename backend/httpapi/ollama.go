@@ -17,7 +17,6 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/switchyard/switchyard/backend/fleet"
-	"github.com/switchyard/switchyard/backend/router"
 )
 
 // OllamaAPIVersion is the Ollama API level Switchyard speaks; apps that
@@ -469,7 +468,7 @@ func ollamaToolCall(tc fleet.ToolCall) api.ToolCall {
 // ollamaWhole is the answer of stream: false. From an Ollama upstream it
 // is the upstream's last line (durations, context, done_reason as Ollama
 // measured and said them) with the answer put together from the stream.
-func ollamaWhole(req *fleet.Request, ans *router.Answer, gen bool, took time.Duration) any {
+func ollamaWhole(req *fleet.Request, ans *answer, gen bool, took time.Duration) any {
 	var calls []api.ToolCall
 	for _, tc := range ans.Message.ToolCalls {
 		calls = append(calls, ollamaToolCall(tc))

@@ -699,7 +699,7 @@ func (s *Server) openaiComplete(w http.ResponseWriter, r *http.Request, req *fle
 // text_completion (object). From an upstream of the same dialect it keeps
 // every top-level field the upstream sent (system_fingerprint, usage with
 // its details, timings, ...), with the answer put together from the stream.
-func openaiAnswer(req *fleet.Request, ans *router.Answer, object string) any {
+func openaiAnswer(req *fleet.Request, ans *answer, object string) any {
 	choice := oaChoice{FinishReason: cmp.Or(ans.FinishReason, "stop")}
 	if len(ans.Logprobs) > 0 {
 		choice.Logprobs = json.RawMessage(`{"content":` + string(ans.Logprobs) + `}`)

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -136,14 +138,69 @@ func (s *Server) routeStream(w http.ResponseWriter, r *http.Request, req *fleet.
 // routeComplete routes req for one whole answer and sets the routing
 // headers; when it fails it answers the caller in its protocol (write)
 // and returns nil.
-func (s *Server) routeComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request, write func(http.ResponseWriter, int, string)) *router.Answer {
+func (s *Server) routeComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request, write func(http.ResponseWriter, int, string)) *answer {
 	ans, err := s.o.Router.Complete(r.Context(), req)
 	if err != nil {
 		s.failRoute(w, r, err, write)
 		return nil
 	}
 	routeHeaders(w.Header(), ans.Meta)
+	return assemble(ans)
+}
+
+// answer is a routed answer with the upstream's JSON put together at the
+// edge: the router hands over the events as they came.
+type answer struct {
+	*router.Answer
+	// Fields are the top-level fields of the upstream's answer, from its
+	// first event and those that ended it, later ones winning.
+	Fields map[string]json.RawMessage
+	// Logprobs are the answer's token log probabilities as one JSON array
+	// (see fleet.Chunk.Logprobs); nil when none came.
+	Logprobs json.RawMessage
+}
+
+func assemble(a *router.Answer) *answer {
+	ans := &answer{Answer: a}
+	for _, raw := range a.Events {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			continue // not an object: nothing to keep
+		}
+		if ans.Fields == nil {
+			ans.Fields = m
+			continue
+		}
+		maps.Copy(ans.Fields, m)
+	}
+	var lp []byte
+	for _, arr := range a.Logprobs {
+		lp = appendArray(lp, arr)
+	}
+	if lp != nil {
+		ans.Logprobs = append(lp, ']')
+	}
 	return ans
+}
+
+// appendArray appends the elements of the JSON array arr to the open array
+// dst ("[a,b"), starting it when dst is nil.
+func appendArray(dst, arr []byte) []byte {
+	arr = bytes.TrimSpace(arr)
+	if len(arr) < 2 || arr[0] != '[' {
+		return dst
+	}
+	if dst == nil {
+		dst = []byte{'['}
+	}
+	inner := bytes.TrimSpace(arr[1 : len(arr)-1])
+	if len(inner) == 0 {
+		return dst
+	}
+	if len(dst) > 1 {
+		dst = append(dst, ',')
+	}
+	return append(dst, inner...)
 }
 
 func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, write func(http.ResponseWriter, int, string)) {

@@ -3,10 +3,8 @@ package router
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
-	"maps"
 	"strings"
 
 	"github.com/switchyard/switchyard/backend/fleet"
@@ -19,17 +17,18 @@ type Answer struct {
 	FinishReason string
 	Usage        *fleet.Usage
 	Model        string // the model name the upstream reported
-	// Logprobs are the answer's token log probabilities, one JSON array
-	// (see fleet.Chunk.Logprobs); nil when none came.
-	Logprobs json.RawMessage
+	// Logprobs are the log probabilities of the answer's chunks, in order,
+	// each the JSON array its chunk carried (fleet.Chunk.Logprobs); nil
+	// when none came. The API edge joins them.
+	Logprobs [][]byte
 	// Embeddings are the vectors of an embedding request.
 	Embeddings [][]float32
-	// Fields are the top-level fields of the upstream's answer as it sent
-	// them, from its first event and those that ended it (finish, usage),
-	// later ones winning: what a caller of the upstream's dialect should
-	// still see of them (system_fingerprint, timings, usage details,
-	// Ollama's durations).
-	Fields map[string]json.RawMessage
+	// Events are the upstream's events that carry the answer's top-level
+	// fields, as it sent them: its first event and those that ended it
+	// (finish, usage), in order. The API edge merges their fields, later
+	// ones winning, for a caller of the upstream's dialect
+	// (system_fingerprint, timings, usage details, Ollama's durations).
+	Events [][]byte
 }
 
 // Complete routes a non-streaming request (docs/DESIGN.md, "Non-streaming
@@ -67,7 +66,6 @@ func (s *Stream) collect() (*Answer, error) {
 	ans := &Answer{Meta: s.meta, Model: s.meta.Candidate.Model}
 	ans.Message.Role = "assistant"
 	var content, thinking strings.Builder
-	var logprobs []byte
 	for first := true; ; first = false {
 		ch, err := s.Recv()
 		if err == io.EOF {
@@ -93,51 +91,15 @@ func (s *Stream) collect() (*Answer, error) {
 		if len(ch.Embeddings) > 0 {
 			ans.Embeddings = ch.Embeddings
 		}
-		logprobs = appendArray(logprobs, ch.Logprobs)
-		if first || ch.FinishReason != "" || ch.Usage != nil {
-			ans.Fields = mergeFields(ans.Fields, ch.Raw)
+		// A chunk's bytes are the stream's buffer until the next Recv.
+		if len(ch.Logprobs) > 0 {
+			ans.Logprobs = append(ans.Logprobs, bytes.Clone(ch.Logprobs))
 		}
-	}
-	if logprobs != nil {
-		ans.Logprobs = append(logprobs, ']')
+		if len(ch.Raw) > 0 && (first || ch.FinishReason != "" || ch.Usage != nil) {
+			ans.Events = append(ans.Events, bytes.Clone(ch.Raw))
+		}
 	}
 	ans.Message.Content = content.String()
 	ans.Message.Thinking = thinking.String()
 	return ans, nil
-}
-
-// appendArray appends the elements of the JSON array arr to the open array
-// dst ("[a,b"), starting it when dst is nil.
-func appendArray(dst []byte, arr json.RawMessage) []byte {
-	arr = bytes.TrimSpace(arr)
-	if len(arr) < 2 || arr[0] != '[' {
-		return dst
-	}
-	inner := bytes.TrimSpace(arr[1 : len(arr)-1])
-	if len(inner) == 0 {
-		if dst == nil {
-			dst = []byte{'['}
-		}
-		return dst
-	}
-	if dst == nil {
-		dst = []byte{'['}
-	} else if len(dst) > 1 {
-		dst = append(dst, ',')
-	}
-	return append(dst, inner...)
-}
-
-// mergeFields puts the top-level fields of the JSON object raw over
-// fields; raw that is not an object changes nothing.
-func mergeFields(fields map[string]json.RawMessage, raw []byte) map[string]json.RawMessage {
-	var m map[string]json.RawMessage
-	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
-		return fields
-	}
-	if fields == nil {
-		return m
-	}
-	maps.Copy(fields, m)
-	return fields
 }
