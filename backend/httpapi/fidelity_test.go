@@ -488,15 +488,23 @@ func TestOllamaModelEndpoints(t *testing.T) {
 		}
 	}
 	json.Unmarshal(w.Body.Bytes(), &tags)
-	if len(tags.Models) != 3 || tags.Models[0].Name != "auto" || tags.Models[1].Name != "qwen" || tags.Models[1].Size != 522653767 ||
-		!strings.HasPrefix(tags.Models[1].Digest, "7df6b6") || tags.Models[2].Name != "tiny" || tags.Models[2].Digest == "" {
+	// Names as Ollama lists them, name:tag: its clients compare the whole
+	// string ("model llama3.2:latest not loaded").
+	if len(tags.Models) != 3 || tags.Models[0].Name != "auto:latest" || tags.Models[1].Name != "qwen:latest" || tags.Models[1].Size != 522653767 ||
+		!strings.HasPrefix(tags.Models[1].Digest, "7df6b6") || tags.Models[2].Name != "tiny:latest" || tags.Models[2].Digest == "" {
 		t.Errorf("tags = %s", w.Body)
 	}
 
 	w = do(s, "GET", "/api/ps", "", nil)
-	if !strings.Contains(w.Body.String(), `"name":"qwen"`) || !strings.Contains(w.Body.String(), `"context_length":4096`) ||
-		!strings.Contains(w.Body.String(), `"name":"tiny"`) || !strings.Contains(w.Body.String(), `"context_length":8192`) {
+	if !strings.Contains(w.Body.String(), `"name":"qwen:latest","model":"qwen:latest"`) || !strings.Contains(w.Body.String(), `"context_length":4096`) ||
+		!strings.Contains(w.Body.String(), `"name":"tiny:latest","model":"tiny:latest"`) || !strings.Contains(w.Body.String(), `"context_length":8192`) {
 		t.Errorf("ps = %s", w.Body)
+	}
+	// A name listed there is a name a request may use.
+	for _, name := range []string{"auto:latest", "qwen:latest", "tiny:latest"} {
+		if w := do(s, "POST", "/api/show", `{"model":"`+name+`"}`, nil); w.Code != 200 {
+			t.Errorf("show %s = %d %s", name, w.Code, w.Body)
+		}
 	}
 
 	w = do(s, "POST", "/api/show", `{"model":"auto"}`, nil)
