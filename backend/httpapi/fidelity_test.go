@@ -434,6 +434,33 @@ func TestRefusedEverywhereIs400(t *testing.T) {
 	}
 }
 
+// n > 1 is refused whatever the upstream: an OpenAI-compatible server
+// would make n answers, and one would be lost (or mixed into the other)
+// on the way back.
+func TestSeveralAnswersRefused(t *testing.T) {
+	u := newUpstream(t, map[string]reply{"POST /v1/chat/completions": {contentType: "text/event-stream",
+		body: sse(`{"choices":[{"index":0,"delta":{"content":"a"}}]}`, `{"choices":[{"index":1,"delta":{"content":"b"}}]}`,
+			`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, `{"choices":[{"index":1,"delta":{},"finish_reason":"stop"}]}`, "[DONE]")}})
+	s := fleetServer(t, openaiCand(u, "tiny", "tiny"))
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"tiny","n":2,"messages":[{"role":"user","content":"x"}]}`},
+		{"/v1/chat/completions", `{"model":"tiny","n":2,"stream":true,"messages":[{"role":"user","content":"x"}]}`},
+		{"/v1/completions", `{"model":"tiny","n":3,"prompt":"x"}`},
+	} {
+		w := do(s, "POST", tt.path, tt.body, nil)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), "answers asked, and Switchyard gives one per request") ||
+			!strings.Contains(w.Body.String(), `"type":"invalid_request_error"`) {
+			t.Errorf("%s %s = %d %s; want 400 saying one answer per request", tt.path, tt.body, w.Code, w.Body)
+		}
+	}
+	if len(u.got) != 0 {
+		t.Errorf("the upstream was sent %d requests", len(u.got))
+	}
+	if w := do(s, "POST", "/v1/chat/completions", `{"model":"tiny","n":1,"messages":[{"role":"user","content":"x"}]}`, nil); w.Code != 200 {
+		t.Errorf("n: 1 = %d %s", w.Code, w.Body)
+	}
+}
+
 func TestOpenAIModelErrors(t *testing.T) {
 	u := newUpstream(t, map[string]reply{})
 	s := fleetServer(t, openaiCand(u, "tiny", "tiny"))
