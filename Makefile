@@ -38,6 +38,9 @@ endif
 # the browser and window tests need Chromium and Xvfb; the reload test
 # (e2e_test.go) needs ip from iproute2 for its network namespace.
 DESKTOP_PKGS := libgtk-3-dev libwebkit2gtk-4.0-dev pkg-config gcc
+# NVML (backend/gpu) needs cgo, and cgo a C compiler: without one Go
+# quietly builds the stub that reads no GPU.
+CGO_PKGS := gcc libc6-dev
 TEST_PKGS := chromium xvfb xauth x11-utils imagemagick curl iproute2
 
 # What the binaries are built from: a change to any of these rebuilds them,
@@ -47,7 +50,7 @@ GO_SRC := $(shell find . -path ./frontend -prune -o -path ./e2e -prune -o -path 
 UI_SRC := $(shell find frontend/src frontend/public -type f 2>/dev/null) $(wildcard frontend/index.html frontend/vite.config.* frontend/tsconfig*.json frontend/package.json)
 UI := frontend/dist/index.html
 
-.PHONY: run serve test test-go test-frontend test-node test-browser test-window build build-desktop frontend deps-desktop deps-test node-deps clean bench experiment
+.PHONY: run serve test test-go test-frontend test-node test-browser test-window build build-desktop frontend deps-desktop deps-test deps-cgo check-hosts node-deps clean bench experiment
 
 # run: the desktop app when there is a display, else `switchyard serve`.
 run:
@@ -76,6 +79,32 @@ deps-desktop:
 deps-test:
 	$(call apt_install,$(TEST_PKGS) $(DESKTOP_PKGS))
 
+# deps-cgo: a C compiler when Go has none (on Debian), so every build has NVML.
+deps-cgo:
+	@if [ "$$($(GO) env CGO_ENABLED)" != 1 ] && command -v dpkg >/dev/null; then \
+		echo "No C compiler: installing one so that the build reads NVIDIA GPUs (NVML needs cgo)."; \
+		$(MAKE) --no-print-directory deps-cgo-pkgs; fi
+
+deps-cgo-pkgs:
+	$(call apt_install,$(CGO_PKGS))
+
+# The cgo state the binaries were built with: one built without cgo (the
+# NVML stub) is built again once cgo works. The file changes only when the
+# state does.
+CGO_STAMP := build/bin/.cgo-enabled
+$(CGO_STAMP): deps-cgo
+	@mkdir -p $(@D); state="$$($(GO) env CGO_ENABLED)"; [ "$$(cat $@ 2>/dev/null)" = "$$state" ] || echo "$$state" > $@
+
+# Ollama's runner listens on localhost: where the name does not resolve
+# (a minimal Debian has no /etc/hosts) the real-server tests fail at
+# random, late, in Ollama's log. Say so first.
+HOSTS_FILE ?= /etc/hosts
+check-hosts:
+	@if [ ! -e "$(HOSTS_FILE)" ] || ! getent hosts localhost >/dev/null 2>&1; then \
+		echo "make test: 'localhost' does not resolve here ($(HOSTS_FILE) $$([ -e "$(HOSTS_FILE)" ] && echo 'has no localhost line' || echo 'is missing')):"; \
+		echo "  the real servers' tests need it. Fix: echo '127.0.0.1 localhost' | $(if $(SUDO),$(SUDO) )tee -a /etc/hosts"; \
+		exit 1; fi
+
 .tools/node/node_modules/.bin/node:
 	@command -v npm >/dev/null || { echo "No npm on this machine: installing Debian's nodejs and npm to fetch Node $(NODE_VERSION)."; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
@@ -99,10 +128,10 @@ $(UI): frontend/node_modules/.package-lock.json $(UI_SRC)
 
 frontend: $(UI)
 
-$(BIN): $(UI) $(GO_SRC)
+$(BIN): $(UI) $(GO_SRC) $(CGO_STAMP)
 	$(GO) build -o $(BIN) .
 
-$(DESKTOP_BIN): $(UI) $(GO_SRC)
+$(DESKTOP_BIN): $(UI) $(GO_SRC) $(CGO_STAMP)
 	$(GO) build -tags desktop,production -ldflags "-w -s" -o $(DESKTOP_BIN) .
 
 # build: the headless binary (serve, demo, experiment, check, bench).
@@ -118,7 +147,7 @@ build-desktop: deps-desktop $(DESKTOP_BIN)
 # built on them (AI SDK, LangChain) against a live server; the UI in
 # Debian's Chromium; the desktop window under Xvfb.
 TEST_STAGES := test-vet test-go test-frontend test-node test-browser test-window
-test: deps-test node-deps $(UI)
+test: check-hosts deps-test node-deps $(UI)
 	@failed=""; for stage in $(TEST_STAGES); do \
 		echo "=== make $$stage"; start=$$(date +%s); \
 		if $(MAKE) --no-print-directory $$stage; then echo "=== make $$stage: ok ($$(( $$(date +%s) - start )) s)"; \
@@ -130,8 +159,11 @@ test: deps-test node-deps $(UI)
 test-vet:
 	$(GO) vet ./...
 
+# The race detector needs cgo, so the build without NVML (cgo off) has
+# its own few tests, run without it.
 test-go:
 	$(GO) test -race -count=1 ./...
+	CGO_ENABLED=0 $(GO) test -count=1 -run 'TestStubNVML|TestServeSaysWhenItHasNoNVML' . ./backend/gpu/
 
 test-frontend: frontend/node_modules/.package-lock.json
 	cd frontend && npm test

@@ -2,6 +2,15 @@ module github.com/switchyard/switchyard
 
 go 1.26.8
 
+// npm packages may ship Go files (flatted does): ./... is the project's own
+// packages, never those.
+ignore (
+	./.tools
+	./e2e/node_modules
+	./frontend/node_modules
+	./node_modules
+)
+
 require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/fsnotify/fsnotify v1.10.1

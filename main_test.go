@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/switchyard/switchyard/backend/gpu"
 	"github.com/switchyard/switchyard/backend/realserver"
 )
 
@@ -109,5 +112,40 @@ func TestCheckAgainstRealOllama(t *testing.T) {
 	}
 	if want := "1 of 3 answered but do not serve their model"; !strings.Contains(errOut, want) || strings.Contains(errOut, "did not answer") {
 		t.Errorf("stderr = %q; want only %q", errOut, want)
+	}
+}
+
+// TestServeSaysWhenItHasNoNVML: a binary built without NVML (cgo off, as
+// on a machine without a C compiler) says so, and why, in one line at
+// start-up; one with NVML says nothing of it (issue 20, item 11). Run it
+// in both builds: go test and CGO_ENABLED=0 go test.
+func TestServeSaysWhenItHasNoNVML(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "sy.yaml")
+	os.WriteFile(cfg, []byte("chat:\n  default_model: nobody-home\n  candidates:\n    - {id: nobody-home, provider: ollama, url: \"http://127.0.0.1:1\", model: m}\n"), 0o600)
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "serve", "--config", cfg, "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "h.db"))
+	cmd.Env = append(os.Environ(), "SWITCHYARD_TEST_MAIN=switchyard", "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	var before []string // what serve said before it served
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "serving on") {
+		before = append(before, sc.Text())
+	}
+	said := strings.Join(before, "\n")
+	switch why := gpu.WhyNoNVML(); {
+	case why == "":
+		if strings.Contains(said, "NVML") {
+			t.Errorf("a build with NVML said at start-up:\n%s", said)
+		}
+	case strings.Count(said, "no NVML support") != 1 || !strings.Contains(said, why):
+		t.Errorf("start-up said:\n%s\nwant one line: no NVML support ... %s", said, why)
 	}
 }

@@ -405,7 +405,11 @@ describe('healthy fleet through the official clients', { concurrency: true, time
       const { client } = ollamaClient(server);
       const { models } = await client.list();
       const names = models.map((m) => m.name);
-      for (const id of ['auto', ...DEMO_IDS]) assert.ok(names.includes(id), `tags ${JSON.stringify(names)} include ${id}`);
+      // Ollama lists name:tag, ':latest' where a name has no tag.
+      for (const id of ['auto', ...DEMO_IDS]) {
+        const name = id.includes(':') ? id : `${id}:latest`;
+        assert.ok(names.includes(name), `tags ${JSON.stringify(names)} include ${name}`);
+      }
     });
 
     test('unknown model: ResponseError 404', { timeout: TEST_TIMEOUT_MS }, async () => {

@@ -369,7 +369,7 @@ describe('client libraries against the demo fleet', { concurrency: true, timeout
         assert.equal(typeof m.details?.family, 'string', JSON.stringify(m));
       }
       const names = models.map((m) => m.name);
-      assert.ok(names.includes('auto') && names.includes(PRIMARY), JSON.stringify(names));
+      assert.ok(names.includes('auto:latest') && names.includes(`${PRIMARY}:latest`), JSON.stringify(names));
 
       const show = await ollama.show({ model: PRIMARY });
       for (const cap of ['completion', 'tools', 'thinking']) assert.ok(show.capabilities?.includes(cap), JSON.stringify(show.capabilities));

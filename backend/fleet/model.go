@@ -12,14 +12,17 @@ func SameModel(model, name string) bool {
 	return normalizeModel(model) == normalizeModel(name)
 }
 
-func normalizeModel(s string) string {
-	s = strings.ToLower(s)
+func normalizeModel(s string) string { return Tagged(strings.ToLower(s)) }
+
+// Tagged is name as Ollama lists it: with ":latest" when it has no tag
+// ("llama3.2" is "llama3.2:latest"; "qwen3:8b" stays).
+func Tagged(name string) string {
 	// A tag follows a ':' after the last '/' (a registry's host:port
 	// before it is not a tag).
-	if strings.Contains(s[strings.LastIndexByte(s, '/')+1:], ":") {
-		return s
+	if strings.Contains(name[strings.LastIndexByte(name, '/')+1:], ":") {
+		return name
 	}
-	return s + ":latest"
+	return name + ":latest"
 }
 
 // LoopbackHost reports whether host, a name or an IP with or without

@@ -53,3 +53,5 @@ func dev(index int, total, free float64) Device {
 	t, f := gibf(total), gibf(free)
 	return Device{Index: index, Name: "NVIDIA RTX 4090", Total: t, Free: f, Used: t - f, Processes: []Process{}}
 }
+
+const gib = 1 << 30

@@ -34,6 +34,10 @@ type NVML struct {
 
 var _ Reader = (*NVML)(nil)
 
+// WhyNoNVML says why this build reads no GPU; "" in a build with NVML,
+// as this one is.
+func WhyNoNVML() string { return "" }
+
 // OpenNVML loads and initialises NVML (libnvidia-ml.so.1). It never fails:
 // on a machine without the NVIDIA driver the reader reports Available=false
 // with a Message that starts with MessageNoGPU and names NVML's error.

@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"context"
+	"runtime"
 	"time"
 )
 
@@ -14,6 +15,14 @@ import (
 type NVML struct{}
 
 var _ Reader = (*NVML)(nil)
+
+// WhyNoNVML says why this build reads no GPU; "" in a build with NVML.
+func WhyNoNVML() string {
+	if runtime.GOOS != "linux" {
+		return "NVML is read on Linux only"
+	}
+	return "this binary was built without cgo (CGO_ENABLED=0: no C compiler when it was built); build it again with gcc installed (make run installs it)"
+}
 
 // OpenNVML returns the stub reader.
 func OpenNVML() *NVML { return &NVML{} }

@@ -233,7 +233,5 @@ func equalInts(a, b []int) bool {
 	return true
 }
 
-const gib = 1 << 30
-
 // gibs formats a size for a test's log: "12.1 GiB".
 func gibs(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/gib) }

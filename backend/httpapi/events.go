@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,14 +17,19 @@ import (
 // Hub fans live events out to the subscribers of GET /switchyard/v1/events:
 // the router's events (Observe), GPU readings (PublishGPU) and config
 // reloads (PublishConfig). Observe and the Publish methods never block:
-// each subscriber has a queue of SubscriberQueue events, and one that lets
-// its queue fill up is dropped (its events stream ends; the UI reconnects
-// and catches up from the status snapshot) rather than hold events, and
-// memory, for a reader that is not reading. Safe for concurrent use; the
-// zero value is not usable, call NewHub.
+// each subscriber has its own queue of the events it has not been sent,
+// which its goroutine writes out in batches. A queue that grows past
+// SubscriberQueue while the subscriber is slow (a burst of requests) is
+// coalesced: the newest GPU reading and config event stand for the older
+// ones, and a request that is done keeps only its failed attempts and its
+// end. A subscriber whose queue passes MaxPending even so, or whose
+// writes stall for the write timeout, reads nothing and is dropped (its
+// events stream ends; the UI reconnects and catches up from the status
+// snapshot) rather than hold events, and memory, for nobody. Safe for
+// concurrent use; the zero value is not usable, call NewHub.
 type Hub struct {
 	mu      sync.Mutex
-	subs    map[chan hubEvent]struct{}
+	subs    map[*subscriber]struct{}
 	dropped atomic.Int64
 }
 
@@ -35,12 +42,101 @@ type hubEvent struct {
 	config *schema.ConfigEvent
 }
 
-// SubscriberQueue is how many events wait for one subscriber before it is
-// dropped as too slow.
-const SubscriberQueue = 256
+const (
+	// SubscriberQueue is how many events wait for one subscriber before
+	// they are coalesced.
+	SubscriberQueue = 256
+	// MaxPending is how many events, coalesced, wait for one subscriber
+	// before it is dropped as one that reads nothing.
+	MaxPending = 4096
+)
+
+// subscriber is the queue of one events stream.
+type subscriber struct {
+	mu         sync.Mutex
+	pending    []hubEvent    // not sent yet, in order
+	coalesceAt int           // the length at which pending is coalesced next
+	gone       bool          // dropped: the stream ends
+	ready      chan struct{} // one signal: pending has events, or gone
+}
+
+// add queues e; false means the subscriber is dropped.
+func (sub *subscriber) add(e hubEvent) bool {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.pending = append(sub.pending, e)
+	if len(sub.pending) > max(sub.coalesceAt, SubscriberQueue) {
+		// Again once the queue has doubled: coalescing costs the
+		// queue's length, which the request path must not pay per event.
+		sub.pending = coalesce(sub.pending)
+		sub.coalesceAt = 2 * len(sub.pending)
+	}
+	if len(sub.pending) > MaxPending {
+		sub.pending, sub.gone = nil, true
+	}
+	select {
+	case sub.ready <- struct{}{}:
+	default:
+	}
+	return !sub.gone
+}
+
+// take returns the events not sent yet, emptying the queue into spare's
+// storage; ok is false once the subscriber is dropped.
+func (sub *subscriber) take(spare []hubEvent) (events []hubEvent, ok bool) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	events, sub.pending, sub.coalesceAt = sub.pending, spare[:0], 0
+	return events, !sub.gone
+}
+
+// coalesce shortens q, the events a subscriber has not been sent, to what
+// its views still need: the newest GPU reading and config event; of a
+// request whose end is in q, its failed attempts and its end (its start,
+// waits, commit and successful attempt would be undone by the end).
+// Breaker changes and the events of requests still running stay.
+func coalesce(q []hubEvent) []hubEvent {
+	lastGPU, lastConfig := -1, -1
+	done := make(map[string]bool)
+	for i, e := range q {
+		switch {
+		case e.gpu != nil:
+			lastGPU = i
+		case e.config != nil:
+			lastConfig = i
+		case e.router.Type == fleet.EventRequestDone:
+			done[e.router.RequestID] = true
+		}
+	}
+	out := q[:0]
+	for i, e := range q {
+		switch {
+		case e.gpu != nil:
+			if i != lastGPU {
+				continue
+			}
+		case e.config != nil:
+			if i != lastConfig {
+				continue
+			}
+		case done[e.router.RequestID]:
+			switch r := e.router; r.Type {
+			case fleet.EventRequestStarted, fleet.EventAttemptStarted, fleet.EventCommit:
+				continue
+			case fleet.EventAttempt:
+				if r.Attempt == nil || r.Attempt.Outcome == fleet.OutcomeSuccess {
+					continue
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	clear(q[len(out):])
+	return out
+}
 
 // NewHub returns a hub without subscribers.
-func NewHub() *Hub { return &Hub{subs: make(map[chan hubEvent]struct{})} }
+func NewHub() *Hub { return &Hub{subs: make(map[*subscriber]struct{})} }
 
 // Observe implements router.Observer.
 func (h *Hub) Observe(e fleet.Event) { h.publish(hubEvent{router: &e}) }
@@ -60,18 +156,15 @@ func (h *Hub) PublishConfig(err error) {
 func (h *Hub) publish(e hubEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for c := range h.subs {
-		select {
-		case c <- e:
-		default:
-			delete(h.subs, c)
-			close(c)
+	for sub := range h.subs {
+		if !sub.add(e) {
+			delete(h.subs, sub)
 			h.dropped.Add(1)
 		}
 	}
 }
 
-// Dropped counts subscribers dropped for not keeping up.
+// Dropped counts subscribers dropped for reading nothing.
 func (h *Hub) Dropped() int64 { return h.dropped.Load() }
 
 // Subscribers is how many subscribers there are now.
@@ -81,17 +174,22 @@ func (h *Hub) Subscribers() int {
 	return len(h.subs)
 }
 
-// subscribe returns a channel of events, closed when the subscriber is
-// dropped, and the function that ends the subscription.
-func (h *Hub) subscribe() (<-chan hubEvent, func()) {
-	c := make(chan hubEvent, SubscriberQueue)
+// subscribe returns a new subscriber and the function that ends its
+// subscription; stalled says it ended because its writes stalled.
+func (h *Hub) subscribe() (*subscriber, func(stalled bool)) {
+	sub := &subscriber{ready: make(chan struct{}, 1)}
 	h.mu.Lock()
-	h.subs[c] = struct{}{}
+	h.subs[sub] = struct{}{}
 	h.mu.Unlock()
-	return c, func() {
+	return sub, func(stalled bool) {
 		h.mu.Lock()
-		delete(h.subs, c)
-		h.mu.Unlock()
+		defer h.mu.Unlock()
+		if _, ok := h.subs[sub]; ok {
+			delete(h.subs, sub)
+			if stalled {
+				h.dropped.Add(1)
+			}
+		}
 	}
 }
 
@@ -122,59 +220,76 @@ func (e hubEvent) document() (typ schema.EventType, doc any, ok bool) {
 	return "", nil, false
 }
 
+// eventsSendBuffer is the socket send buffer of an events stream: small,
+// so that a subscriber that reads nothing stalls the writes (and is
+// dropped at the write timeout) after this much, not after the megabytes
+// the kernel would otherwise let pile up for it.
+const eventsSendBuffer = 64 << 10
+
 // events streams live events as SSE, with the whole status document at
 // connect and then every second.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	events, stop := s.o.Hub.subscribe()
-	defer stop()
+	sub, stop := s.o.Hub.subscribe()
+	stalled := false
+	defer func() { stop(stalled) }()
+	if c, ok := r.Context().Value(connKey{}).(interface{ SetWriteBuffer(int) error }); ok {
+		c.SetWriteBuffer(eventsSendBuffer)
+	}
 	startSSE(w)
 	cw := newChunkWriter(w, s.o.WriteTimeout)
-	send := func(typ schema.EventType, v any) error {
+	add := func(typ schema.EventType, v any) {
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil
+			return
 		}
 		cw.buf = append(cw.buf, "event: "...)
 		cw.buf = append(cw.buf, typ...)
 		cw.buf = append(cw.buf, "\ndata: "...)
 		cw.buf = append(cw.buf, b...)
 		cw.buf = append(cw.buf, "\n\n"...)
-		return cw.flush()
 	}
-	sendStatus := func() error {
-		if s.o.Status == nil {
-			return nil
+	addStatus := func() {
+		if s.o.Status != nil {
+			add(schema.EventStatus, s.o.Status())
 		}
-		return send(schema.EventStatus, s.o.Status())
 	}
-	if sendStatus() != nil {
+	addStatus()
+	if err := cw.flush(); err != nil {
+		stalled = errors.Is(err, os.ErrDeadlineExceeded)
 		return
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
+	var batch []hubEvent
 	for {
-		var err error
 		select {
 		case <-r.Context().Done():
 			return
 		case <-s.closing:
 			return // shutting down: an open UI must not hold the server up
-		case e, ok := <-events:
-			if !ok {
-				return // dropped: it fell behind
+		case <-sub.ready:
+			var ok bool
+			if batch, ok = sub.take(batch); !ok {
+				return // dropped: it read nothing
 			}
-			if typ, doc, ok := e.document(); ok {
-				err = send(typ, doc)
+			for i, e := range batch {
+				if typ, doc, ok := e.document(); ok {
+					add(typ, doc)
+				}
+				batch[i] = hubEvent{}
 			}
 		case <-tick.C:
-			err = sendStatus()
+			addStatus()
 		case <-ping.C:
 			cw.buf = append(cw.buf, ": ping\n\n"...)
-			err = cw.flush()
 		}
-		if err != nil {
+		if len(cw.buf) == 0 {
+			continue
+		}
+		if err := cw.flush(); err != nil {
+			stalled = errors.Is(err, os.ErrDeadlineExceeded)
 			return
 		}
 	}

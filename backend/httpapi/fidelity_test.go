@@ -434,6 +434,33 @@ func TestRefusedEverywhereIs400(t *testing.T) {
 	}
 }
 
+// n > 1 is refused whatever the upstream: an OpenAI-compatible server
+// would make n answers, and one would be lost (or mixed into the other)
+// on the way back.
+func TestSeveralAnswersRefused(t *testing.T) {
+	u := newUpstream(t, map[string]reply{"POST /v1/chat/completions": {contentType: "text/event-stream",
+		body: sse(`{"choices":[{"index":0,"delta":{"content":"a"}}]}`, `{"choices":[{"index":1,"delta":{"content":"b"}}]}`,
+			`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, `{"choices":[{"index":1,"delta":{},"finish_reason":"stop"}]}`, "[DONE]")}})
+	s := fleetServer(t, openaiCand(u, "tiny", "tiny"))
+	for _, tt := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"tiny","n":2,"messages":[{"role":"user","content":"x"}]}`},
+		{"/v1/chat/completions", `{"model":"tiny","n":2,"stream":true,"messages":[{"role":"user","content":"x"}]}`},
+		{"/v1/completions", `{"model":"tiny","n":3,"prompt":"x"}`},
+	} {
+		w := do(s, "POST", tt.path, tt.body, nil)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), "answers asked, and Switchyard gives one per request") ||
+			!strings.Contains(w.Body.String(), `"type":"invalid_request_error"`) {
+			t.Errorf("%s %s = %d %s; want 400 saying one answer per request", tt.path, tt.body, w.Code, w.Body)
+		}
+	}
+	if len(u.got) != 0 {
+		t.Errorf("the upstream was sent %d requests", len(u.got))
+	}
+	if w := do(s, "POST", "/v1/chat/completions", `{"model":"tiny","n":1,"messages":[{"role":"user","content":"x"}]}`, nil); w.Code != 200 {
+		t.Errorf("n: 1 = %d %s", w.Code, w.Body)
+	}
+}
+
 func TestOpenAIModelErrors(t *testing.T) {
 	u := newUpstream(t, map[string]reply{})
 	s := fleetServer(t, openaiCand(u, "tiny", "tiny"))
@@ -488,15 +515,23 @@ func TestOllamaModelEndpoints(t *testing.T) {
 		}
 	}
 	json.Unmarshal(w.Body.Bytes(), &tags)
-	if len(tags.Models) != 3 || tags.Models[0].Name != "auto" || tags.Models[1].Name != "qwen" || tags.Models[1].Size != 522653767 ||
-		!strings.HasPrefix(tags.Models[1].Digest, "7df6b6") || tags.Models[2].Name != "tiny" || tags.Models[2].Digest == "" {
+	// Names as Ollama lists them, name:tag: its clients compare the whole
+	// string ("model llama3.2:latest not loaded").
+	if len(tags.Models) != 3 || tags.Models[0].Name != "auto:latest" || tags.Models[1].Name != "qwen:latest" || tags.Models[1].Size != 522653767 ||
+		!strings.HasPrefix(tags.Models[1].Digest, "7df6b6") || tags.Models[2].Name != "tiny:latest" || tags.Models[2].Digest == "" {
 		t.Errorf("tags = %s", w.Body)
 	}
 
 	w = do(s, "GET", "/api/ps", "", nil)
-	if !strings.Contains(w.Body.String(), `"name":"qwen"`) || !strings.Contains(w.Body.String(), `"context_length":4096`) ||
-		!strings.Contains(w.Body.String(), `"name":"tiny"`) || !strings.Contains(w.Body.String(), `"context_length":8192`) {
+	if !strings.Contains(w.Body.String(), `"name":"qwen:latest","model":"qwen:latest"`) || !strings.Contains(w.Body.String(), `"context_length":4096`) ||
+		!strings.Contains(w.Body.String(), `"name":"tiny:latest","model":"tiny:latest"`) || !strings.Contains(w.Body.String(), `"context_length":8192`) {
 		t.Errorf("ps = %s", w.Body)
+	}
+	// A name listed there is a name a request may use.
+	for _, name := range []string{"auto:latest", "qwen:latest", "tiny:latest"} {
+		if w := do(s, "POST", "/api/show", `{"model":"`+name+`"}`, nil); w.Code != 200 {
+			t.Errorf("show %s = %d %s", name, w.Code, w.Body)
+		}
 	}
 
 	w = do(s, "POST", "/api/show", `{"model":"auto"}`, nil)

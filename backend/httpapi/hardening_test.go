@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -153,6 +154,55 @@ func TestStalledBodyIsLetGo(t *testing.T) {
 	}
 	if b.calls.Load() != 0 {
 		t.Error("a stalled request was routed")
+	}
+}
+
+// A body over the limit is answered 413 that a caller which sends its
+// whole body before it reads (Python's urllib, the OpenAI SDKs) reads,
+// declared or chunked, instead of a connection reset under it (issue 20,
+// item 4).
+func TestBodyOverLimitIsAnsweredNotReset(t *testing.T) {
+	s, b := newTestServer(t, Options{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	body := `{"model":"auto","messages":[{"role":"user","content":"` + strings.Repeat("x", 5<<20) + `"}]}`
+	var chunked strings.Builder
+	for rest := body; rest != ""; {
+		n := min(len(rest), 32<<10)
+		fmt.Fprintf(&chunked, "%x\r\n%s\r\n", n, rest[:n])
+		rest = rest[n:]
+	}
+	chunked.WriteString("0\r\n\r\n")
+	for _, tt := range []struct{ name, head, body string }{
+		{"declared", fmt.Sprintf("Content-Length: %d\r\n", len(body)), body},
+		{"chunked", "Transfer-Encoding: chunked\r\n", chunked.String()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			// As urllib does: the whole request, then the answer.
+			if _, err := io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8484\r\nContent-Type: application/json\r\n"+tt.head+"\r\n"+tt.body); err != nil {
+				t.Fatalf("sending the body: %v; want it read to its end", err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v; want a 413", err)
+			}
+			msg, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("reading the answer's body: %v", err)
+			}
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close || !strings.Contains(string(msg), "request body larger than") {
+				t.Errorf("= %d (close %v) %s; want 413 with Connection: close", resp.StatusCode, resp.Close, msg)
+			}
+		})
+	}
+	if b.calls.Load() != 0 {
+		t.Error("a body over the limit was routed")
 	}
 }
 

@@ -106,7 +106,8 @@ func byServer[T any](s *Server, ctx context.Context, keep func(fleet.Candidate) 
 
 func isOllama(c fleet.Candidate) bool { return c.Provider == fleet.ProviderOllama }
 
-// ollamaTags is GET /api/tags: every enabled candidate under its id, with
+// ollamaTags is GET /api/tags: every enabled candidate under its id, named
+// as Ollama names models (with ":latest" when the id has no tag), with
 // the size, digest and details its Ollama server reports, and the alias
 // auto with those of the default candidate.
 func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) {
@@ -132,13 +133,13 @@ func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
-		m.Name, m.Model = c.ID, c.ID
+		m.Name, m.Model = fleet.Tagged(c.ID), fleet.Tagged(c.ID)
 		resp.Models = append(resp.Models, m)
 		if c.ID == fl.DefaultModel {
 			first = &resp.Models[len(resp.Models)-1]
 		}
 	}
-	auto := api.ListModelResponse{Name: router.AliasAuto, Model: router.AliasAuto, ModifiedAt: now, Digest: hashHex("auto")}
+	auto := api.ListModelResponse{Name: fleet.Tagged(router.AliasAuto), Model: fleet.Tagged(router.AliasAuto), ModifiedAt: now, Digest: hashHex("auto")}
 	if first != nil {
 		auto.Size, auto.Details = first.Size, first.Details
 	}
@@ -277,8 +278,9 @@ func (s *Server) contextLength(ctx context.Context, c fleet.Candidate) int {
 }
 
 // ollamaPS is GET /api/ps: the models the fleet holds in memory, under
-// their candidate ids, as each Ollama server reports them; a candidate of
-// another kind is listed while its server lists its model.
+// their candidate ids (named as /api/tags names them), as each Ollama
+// server reports them; a candidate of another kind is listed while its
+// server lists its model.
 func (s *Server) ollamaPS(w http.ResponseWriter, r *http.Request) {
 	ollama := byServer(s, r.Context(), isOllama, func(ctx context.Context, c fleet.Candidate) ([]api.ProcessModelResponse, error) {
 		var l api.ProcessResponse
@@ -308,7 +310,7 @@ func (s *Server) ollamaPS(w http.ResponseWriter, r *http.Request) {
 		if isOllama(c) {
 			for _, m := range ollama[key] {
 				if fleet.SameModel(m.Name, c.Model) || fleet.SameModel(m.Model, c.Model) {
-					m.Name, m.Model = c.ID, c.ID
+					m.Name, m.Model = fleet.Tagged(c.ID), fleet.Tagged(c.ID)
 					resp.Models = append(resp.Models, m)
 					break
 				}
@@ -316,7 +318,7 @@ func (s *Server) ollamaPS(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if ids, ok := others[key]; ok && (slices.Contains(ids, c.Model) || len(ids) == 1) {
-			resp.Models = append(resp.Models, api.ProcessModelResponse{Name: c.ID, Model: c.ID, Digest: digestOf(c),
+			resp.Models = append(resp.Models, api.ProcessModelResponse{Name: fleet.Tagged(c.ID), Model: fleet.Tagged(c.ID), Digest: digestOf(c),
 				Details:       api.ModelDetails{Format: string(c.Provider), ParentModel: c.Model, Family: familyOf(c.Model)},
 				ContextLength: s.contextLength(r.Context(), c)})
 		}

@@ -225,8 +225,14 @@ func checkOpenAIOptions(q *oaRequest) error {
 	if err != nil {
 		return err
 	}
-	if q.N != nil && *q.N < 1 {
+	switch {
+	case q.N != nil && *q.N < 1:
 		return fmt.Errorf("n: %d is not a positive number of answers", *q.N)
+	case q.N != nil && *q.N > 1:
+		// Failover, the first-token probe and the answer put together
+		// from a stream follow one answer; n of them would come back as
+		// one, or mixed.
+		return fmt.Errorf("n: %d answers asked, and Switchyard gives one per request: send the request %d times", *q.N, *q.N)
 	}
 	if q.TopLogprobs != nil && (*q.TopLogprobs < 0 || *q.TopLogprobs > 20) {
 		return fmt.Errorf("top_logprobs: %d is out of range [0, 20]", *q.TopLogprobs)

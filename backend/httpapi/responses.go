@@ -36,10 +36,10 @@ type responsesRequest struct {
 	Prompt             json.RawMessage   `json:"prompt"`
 	ToolChoice         json.RawMessage   `json:"tool_choice"`
 
-	tools    []fleet.Tool      // the function tools, converted
-	context  []json.RawMessage // the conversation of the previous response
-	own      []json.RawMessage // the input items, references resolved; a string is one user message
-	resolved bool              // whether the input held references
+	tools     []fleet.Tool      // the function tools, converted
+	context   []json.RawMessage // the conversation of the previous response
+	own       []json.RawMessage // the input items, references resolved; a string is one user message
+	rewritten bool              // whether own differs from the input sent (references, tool outputs in parts)
 }
 
 // readResponses reads a request from body, a JSON object: Switchyard's
@@ -72,9 +72,10 @@ func (s *Server) readResponses(body json.RawMessage) (*responsesRequest, error) 
 	if q.tools, err = q.functions(); err != nil {
 		return nil, err
 	}
-	if q.resolved {
+	if q.rewritten {
 		// Ollama's decoder reads the items referenced, not the
-		// references, which it does not know.
+		// references, which it does not know, and a tool's output as a
+		// string only.
 		var fields map[string]json.RawMessage
 		if err := json.Unmarshal(body, &fields); err != nil {
 			return nil, err
@@ -124,10 +125,24 @@ func (q *responsesRequest) resolve(st *responseStore) error {
 	}
 	for i, raw := range q.own {
 		var ref struct {
-			Type string `json:"type"`
-			ID   string `json:"id"`
+			Type   string          `json:"type"`
+			ID     string          `json:"id"`
+			Output json.RawMessage `json:"output"`
 		}
-		if json.Unmarshal(raw, &ref) != nil || ref.Type != "item_reference" {
+		if json.Unmarshal(raw, &ref) != nil {
+			continue
+		}
+		if ref.Type == "function_call_output" {
+			item, err := flatOutput(raw, ref.Output)
+			if err != nil {
+				return fmt.Errorf("input[%d].%w", i, err)
+			}
+			if item != nil {
+				q.own[i], q.rewritten = item, true
+			}
+			continue
+		}
+		if ref.Type != "item_reference" {
 			continue
 		}
 		if ref.ID == "" {
@@ -140,14 +155,49 @@ func (q *responsesRequest) resolve(st *responseStore) error {
 					"and not those of responses made with store: false); send the item itself (with the AI SDK: providerOptions: {openai: {store: false}})",
 				i, clipText(ref.ID, 100), st.kept())}
 		}
-		q.own[i], q.resolved = item, true
+		q.own[i], q.rewritten = item, true
 	}
-	if !q.resolved {
+	if !q.rewritten {
 		return nil
 	}
 	var err error
 	q.Input, err = json.Marshal(q.own)
 	return err
+}
+
+// flatOutput returns the function_call_output item raw with its output, a
+// list of content parts (as OpenAI's Responses API allows), as the one
+// string the pinned Ollama module decodes: the parts' texts joined by
+// newlines. It returns nil when output is not such a list, and an error
+// for a part a local model's tool result cannot hold.
+func flatOutput(raw, output json.RawMessage) (json.RawMessage, error) {
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(output, &parts) != nil {
+		return nil, nil // a string, or something Ollama's decoder names better
+	}
+	texts := make([]string, len(parts))
+	for j, p := range parts {
+		switch {
+		case p.Type != "input_text" && p.Type != "output_text":
+			return nil, fmt.Errorf("output[%d]: a tool result passes on text parts only (input_text), not %q", j, clipText(p.Type, 50))
+		case p.Text == nil:
+			return nil, fmt.Errorf("output[%d].text: required", j)
+		}
+		texts[j] = *p.Text
+	}
+	var item map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &item); err != nil {
+		return nil, err
+	}
+	var err error
+	item["output"], err = json.Marshal(strings.Join(texts, "\n"))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(item)
 }
 
 // continued puts the conversation of the previous response before the

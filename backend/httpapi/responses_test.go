@@ -412,6 +412,29 @@ func TestResponsesToolRoundTrip(t *testing.T) {
 	}
 }
 
+// A tool's output may be a list of content parts, as OpenAI's Responses
+// API (and Ollama since v0.33) allows: its text reaches the model as the
+// tool's result, though the pinned Ollama module decodes only a string.
+func TestResponsesToolOutputParts(t *testing.T) {
+	u, base := toolFleet(t)
+	resp := postResponses(t, t.Context(), base, fmt.Sprintf(`{"model":"auto","tools":[%s],"input":[
+		{"role":"user","content":"Weather in Paris?"},
+		{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},
+		{"type":"function_call_output","call_id":"call_1","output":[{"type":"input_text","text":"21 degrees"},{"type":"input_text","text":"sunny"}]}]}`, weatherTool))
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != 200 || messageText(outputs(body)[0]) != toolAnswer {
+		t.Fatalf("= %d %v; want 200 with the answer %q", resp.StatusCode, body, toolAnswer)
+	}
+	reqs := u.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("the upstream got %d requests; want 1", len(reqs))
+	}
+	if msgs := reqs[0].Messages; len(msgs) != 3 || msgs[2].Role != "tool" || msgs[2].Content != "21 degrees\nsunny" || msgs[2].ToolName != "get_weather" {
+		t.Errorf("conversation sent upstream = %+v; want the tool's result \"21 degrees\\nsunny\"", msgs)
+	}
+}
+
 // Text before a tool call is a message item of its own, closed before the
 // call's item, and both are in the response.
 func TestResponsesTextBeforeToolCall(t *testing.T) {
@@ -590,7 +613,9 @@ func TestResponsesRefused(t *testing.T) {
 		{"an item_reference without an id", `{"model":"auto","input":[{"type":"item_reference"}]}`, 400, "input[0].id: required"},
 		{"an unknown item", `{"model":"auto","input":[{"type":"computer_call_output","call_id":"c"}]}`, 400, "unknown input item type"},
 		{"an image by file_id", `{"model":"auto","input":[{"role":"user","content":[{"type":"input_text","text":"what is it?"},{"type":"input_image","file_id":"file_1","detail":"auto"}]}]}`, 400, "input[0].content[1]: an image by file_id"},
-		{"an item of the wrong shape", `{"model":"auto","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}]}`, 400, "input[0]:"},
+		{"an item of the wrong shape", `{"model":"auto","input":[{"type":"function_call_output","call_id":"c","output":7}]}`, 400, "input[0]:"},
+		{"an image in a tool result", `{"model":"auto","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"data:image/png;base64,AA=="}]}]}`, 400,
+			`input[0].output[0]: a tool result passes on text parts only (input_text), not \"input_image\"`},
 		{"an unknown role", `{"model":"auto","input":[{"role":"tool","content":"x"}]}`, 400, `input[0].role: \"tool\" is not a role`},
 		{"temperature out of range", `{"model":"auto","input":"x","temperature":3}`, 400, "temperature: 3 is out of range"},
 		{"max_output_tokens 0", `{"model":"auto","input":"x","max_output_tokens":0}`, 400, "max_output_tokens: 0 is not a positive number"},

@@ -3,13 +3,16 @@ package httpapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
 )
@@ -145,16 +148,65 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 			return
 		}
 		if r.ContentLength > g.bodyLimit {
-			// Said before the body is sent (Expect: 100-continue too):
-			// refuse at once, reading nothing.
+			// Said before the body is sent: refuse at once, then let the
+			// caller finish sending what it is sending.
+			w.Header().Set("Connection", "close")
 			deny(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", g.bodyLimit))
+			if r.Header.Get("Expect") != "100-continue" { // that caller waits for a 100 it won't get, sending nothing
+				discardBody(w, r.Body)
+			}
 			return
 		}
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, g.bodyLimit)
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
 		}
+		body := &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, g.bodyLimit)}
+		sent := r.Body
+		r.Body = body
 		next.ServeHTTP(w, r)
+		if body.over {
+			discardBody(w, sent) // the handler answered 413; net/http said Connection: close
+		}
 	})
+}
+
+// The most of a body over the limit that is read, and for how long, after
+// the 413: a caller that sends its whole body before it reads the answer
+// (Python's urllib, the OpenAI SDKs) then reads the 413, where a server
+// that closes on unread bytes resets the connection under it, and a
+// client that retries connection errors sends it all again.
+const (
+	discardBytes = 64 << 20
+	discardTime  = 10 * time.Second
+)
+
+// discardBody writes the answer out and reads and discards the rest of
+// body, up to discardBytes within discardTime.
+func discardBody(w http.ResponseWriter, body io.Reader) {
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	rc.SetReadDeadline(time.Now().Add(discardTime))
+	io.CopyN(io.Discard, body, discardBytes)
+}
+
+// limitedBody is a body behind http.MaxBytesReader that remembers whether
+// the caller sent more than the limit. Like a request's Body, it is read
+// by one goroutine.
+type limitedBody struct {
+	io.ReadCloser
+	over bool
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var mbe *http.MaxBytesError
+	if err != nil && errors.As(err, &mbe) {
+		b.over = true
+	}
+	return n, err
 }
 
 // allowed reports whether a browser origin may call the API.

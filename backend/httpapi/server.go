@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"path"
 	"strings"
@@ -204,12 +205,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // clients, no global write timeout (writes are bounded per chunk).
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
-		Handler:           s,
+		Handler: s,
+		// A handler may tune its connection (an events stream's send
+		// buffer).
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
 }
+
+// connKey is the context key of a request's net.Conn (HTTPServer).
+type connKey struct{}
 
 // unrouted answers a request no endpoint took, in the protocol of its
 // path: 405 with Allow when the path exists for other methods, else

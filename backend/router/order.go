@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/breaker"
@@ -40,6 +41,13 @@ type plan struct {
 // candidate id and whether the name turns thinking mode on.
 func (st *state) resolve(model string, thinking bool) (first string, think bool, err error) {
 	fl := st.fleet
+	// Ollama's clients name models with their tag (/api/tags lists
+	// "auto:latest"): an alias or id without one is the same name.
+	if base, ok := strings.CutSuffix(model, ":latest"); ok {
+		if _, id := st.byID[base]; id || base == AliasAuto || base == fl.DeepThinkingModel {
+			model = base
+		}
+	}
 	switch {
 	case model == "" || model == AliasAuto:
 		if thinking && fl.DeepThinkingModel != "" {

@@ -217,6 +217,9 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	} else {
 		s.nvml = gpu.OpenNVML()
 		gpus = s.nvml
+		if why := gpu.WhyNoNVML(); why != "" {
+			o.Logf("no NVML support: GPU memory is not read and no candidate is demoted for it: %s", why)
+		}
 	}
 	s.sampler = &gpu.Sampler{GPU: gpus, Logf: o.Logf, OnSample: s.published}
 	// A first reading before the API answers, so that its status never
