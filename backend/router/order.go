@@ -146,7 +146,7 @@ func (r *Router) balance(st *state, req *fleet.Request, ordered []Target, now ti
 		return
 	}
 	rest := ordered
-	if _, named := st.byID[req.Model]; named || req.KindOf() == fleet.KindEmbed {
+	if _, named := st.byID[strings.TrimSuffix(req.Model, ":latest")]; named || req.KindOf() == fleet.KindEmbed {
 		rest = ordered[1:]
 	} else {
 		// The first choice's band: its priority, its model.
