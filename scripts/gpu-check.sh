@@ -26,7 +26,7 @@ die() {
 }
 
 [ "$(uname -s)" = Linux ] || die "NVML is read on Linux only; this is $(uname -s)"
-command -v go >/dev/null || die "no go on PATH: install Go 1.26 (https://go.dev/dl/)"
+command -v go >/dev/null || die "no go on PATH: install Go 1.26"
 
 # The driver: NVML is its libnvidia-ml.so.1, loaded at run time.
 has_nvml() {

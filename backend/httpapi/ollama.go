@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"strconv"
@@ -270,42 +269,45 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet
 	if same {
 		st.Passthrough()
 	}
-	lines := ollamaLines{model: meta.Candidate.Model, gen: gen}
-	ids := &ollamaCallIDs{prefix: meta.RequestID}
-	for {
-		ch, err := st.Recv()
-		if err == io.EOF {
-			if !same {
-				cw.buf = lines.appendEnd(cw.buf, time.Since(start), ids)
-			}
-			cw.flush()
-			return
-		}
-		if err != nil {
-			if !s.callerGone(r) {
-				cw.buf = append(cw.buf, `{"error":`...)
-				cw.buf = appendString(cw.buf, s.streamErrorText(r, err))
-				cw.buf = append(cw.buf, "}\n"...)
-				cw.flush()
-			}
-			return
-		}
-		if same {
-			// Ollama's own line, every field kept.
-			if len(ch.Raw) == 0 {
-				continue
-			}
-			cw.buf = append(cw.buf, ids.typed(ch.Raw)...)
-			cw.buf = append(cw.buf, '\n')
-		} else if !lines.add(&ch) {
-			continue
-		} else {
-			cw.buf = lines.appendLine(cw.buf, &ch)
-		}
-		if err := cw.chunk(); err != nil {
-			return
-		}
+	enc := &ollamaEncoder{lines: ollamaLines{model: meta.Candidate.Model, gen: gen}, ids: &ollamaCallIDs{prefix: meta.RequestID},
+		start: start, same: same}
+	s.pump(r, st, cw, enc, same)
+}
+
+// ollamaEncoder writes Ollama's NDJSON lines (encoder).
+type ollamaEncoder struct {
+	lines ollamaLines
+	ids   *ollamaCallIDs
+	start time.Time
+	same  bool // the upstream's own lines go out
+}
+
+func (e *ollamaEncoder) chunk(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
+	if !e.lines.add(ch) {
+		return dst, false
 	}
+	return e.lines.appendLine(dst, ch), true
+}
+
+// raw appends Ollama's own line, every field kept.
+func (e *ollamaEncoder) raw(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
+	if len(ch.Raw) == 0 {
+		return dst, false
+	}
+	return append(append(dst, e.ids.typed(ch.Raw)...), '\n'), true
+}
+
+func (e *ollamaEncoder) end(dst []byte) []byte {
+	if e.same {
+		return dst // the upstream's done:true line went out as it came
+	}
+	return e.lines.appendEnd(dst, time.Since(e.start), e.ids)
+}
+
+func (e *ollamaEncoder) fail(dst []byte, msg string) []byte {
+	dst = append(dst, `{"error":`...)
+	dst = appendString(dst, msg)
+	return append(dst, "}\n"...)
 }
 
 // ollamaLines turns chunks of another dialect into Ollama's lines. Tool

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -427,52 +426,53 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req *fleet
 	if enc.text {
 		enc.id = "cmpl-" + meta.RequestID
 	}
-	var usage *fleet.Usage
-	for {
-		ch, err := st.Recv()
-		if err == io.EOF {
-			if includeUsage && !same {
-				cw.buf = enc.appendUsage(cw.buf, usage)
-			}
-			cw.buf = append(cw.buf, "data: [DONE]\n\n"...)
-			cw.flush()
-			return
-		}
-		if err != nil {
-			if !s.callerGone(r) {
-				cw.buf = append(cw.buf, `data: {"error":{"message":`...)
-				cw.buf = appendString(cw.buf, s.streamErrorText(r, err))
-				cw.buf = append(cw.buf, `,"type":"upstream_error","param":null,"code":null}}`+"\n\n"...)
-				cw.flush()
-			}
-			return
-		}
-		if ch.Usage != nil {
-			usage = ch.Usage
-		}
-		if same {
-			// The upstream's event as it came, every field kept; its
-			// usage for a caller that asked for usage only.
-			raw := ch.Raw
-			if !includeUsage && ch.UsageOnly {
-				raw = withoutUsage(raw)
-			}
-			if len(raw) == 0 {
-				continue
-			}
-			cw.buf = append(cw.buf, "data: "...)
-			cw.buf = append(cw.buf, raw...)
-			cw.buf = append(cw.buf, "\n\n"...)
-		} else {
-			if !enc.wants(&ch) {
-				continue
-			}
-			cw.buf = enc.appendChunk(cw.buf, &ch)
-		}
-		if err := cw.chunk(); err != nil {
-			return // the caller went away; Close records the abort
-		}
+	s.pump(r, st, cw, &openaiEncoder{chunks: enc, includeUsage: includeUsage, same: same}, same)
+}
+
+// openaiEncoder writes OpenAI's SSE events (encoder).
+type openaiEncoder struct {
+	chunks       oaChunkEncoder
+	includeUsage bool // the caller asked for usage (stream_options.include_usage)
+	same         bool // the upstream's own events go out
+	usage        *fleet.Usage
+}
+
+func (e *openaiEncoder) chunk(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
+	if ch.Usage != nil {
+		e.usage = ch.Usage
 	}
+	if !e.chunks.wants(ch) {
+		return dst, false
+	}
+	return e.chunks.appendChunk(dst, ch), true
+}
+
+// raw appends the upstream's event as it came, every field kept; its usage
+// only for a caller that asked for usage.
+func (e *openaiEncoder) raw(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
+	raw := ch.Raw
+	if !e.includeUsage && ch.UsageOnly {
+		raw = withoutUsage(raw)
+	}
+	if len(raw) == 0 {
+		return dst, false
+	}
+	dst = append(dst, "data: "...)
+	dst = append(dst, raw...)
+	return append(dst, "\n\n"...), true
+}
+
+func (e *openaiEncoder) end(dst []byte) []byte {
+	if e.includeUsage && !e.same {
+		dst = e.chunks.appendUsage(dst, e.usage)
+	}
+	return append(dst, "data: [DONE]\n\n"...)
+}
+
+func (e *openaiEncoder) fail(dst []byte, msg string) []byte {
+	dst = append(dst, `data: {"error":{"message":`...)
+	dst = appendString(dst, msg)
+	return append(dst, `,"type":"upstream_error","param":null,"code":null}}`+"\n\n"...)
 }
 
 // sameDialect reports whether the upstream that serves req speaks the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -440,33 +439,64 @@ func (s *Server) openaiResponses(w http.ResponseWriter, r *http.Request) {
 	startSSE(w)
 
 	rs := newResponseStream(meta, q)
-	ew := &eventWriter{cw: newChunkWriter(w, s.o.WriteTimeout)}
-	if ew.write(rs.begin()) != nil {
+	enc := &responsesEncoder{s: s, q: q, rs: rs}
+	cw := newChunkWriter(w, s.o.WriteTimeout)
+	cw.buf = enc.append(cw.buf, rs.begin())
+	if cw.flush() != nil {
 		return
 	}
-	for {
-		ch, err := st.Recv()
-		if err == io.EOF {
-			// Kept before the caller reads the end, so that its next
-			// request finds the response whenever it comes.
-			events := rs.end()
-			s.keepResponse(q, rs.ids, finalOutput(events))
-			ew.write(events)
-			return
-		}
-		if err != nil {
-			if !s.callerGone(r) {
-				ew.write([]openai.ResponsesStreamEvent{{Event: "error", Data: map[string]any{
-					"type": "error", "code": "upstream_error", "message": s.streamErrorText(r, err), "param": nil}}})
-			}
-			s.keepResponse(q, rs.ids, rs.cut())
-			return
-		}
-		if err := ew.write(rs.add(&ch)); err != nil {
-			s.keepResponse(q, rs.ids, rs.cut())
-			return // the caller went away; Close records the abort
-		}
+	if err := s.pump(r, st, cw, enc, false); err != nil {
+		s.keepResponse(q, rs.ids, rs.cut())
 	}
+}
+
+// responsesEncoder writes Responses API events (encoder), made by
+// responseStream; a response is kept for the caller's next request before
+// the caller reads its end.
+type responsesEncoder struct {
+	s   *Server
+	q   *responsesRequest
+	rs  *responseStream
+	seq int // the next sequence_number
+}
+
+func (e *responsesEncoder) chunk(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
+	events := e.rs.add(ch)
+	return e.append(dst, events), len(events) > 0
+}
+
+// raw is chunk: a Responses caller never gets an upstream's own events.
+func (e *responsesEncoder) raw(dst []byte, ch *fleet.Chunk) ([]byte, bool) { return e.chunk(dst, ch) }
+
+func (e *responsesEncoder) end(dst []byte) []byte {
+	events := e.rs.end()
+	e.s.keepResponse(e.q, e.rs.ids, finalOutput(events))
+	return e.append(dst, events)
+}
+
+func (e *responsesEncoder) fail(dst []byte, msg string) []byte {
+	return e.append(dst, []openai.ResponsesStreamEvent{{Event: "error", Data: map[string]any{
+		"type": "error", "code": "upstream_error", "message": msg, "param": nil}}})
+}
+
+// append appends events as SSE, each with its sequence_number.
+func (e *responsesEncoder) append(dst []byte, events []openai.ResponsesStreamEvent) []byte {
+	for _, ev := range events {
+		if d, ok := ev.Data.(map[string]any); ok {
+			d["sequence_number"] = e.seq
+		}
+		e.seq++
+		b, err := json.Marshal(ev.Data)
+		if err != nil {
+			continue // the converter's own maps and structs always marshal
+		}
+		dst = append(dst, "event: "...)
+		dst = append(dst, ev.Event...)
+		dst = append(dst, "\ndata: "...)
+		dst = append(dst, b...)
+		dst = append(dst, "\n\n"...)
+	}
+	return dst
 }
 
 // keepResponse keeps the response named by ids, which answered q, with
@@ -722,37 +752,6 @@ func incompleteReason(finish string) string {
 		return "content_filter"
 	}
 	return ""
-}
-
-// eventWriter writes Responses API events as SSE. It numbers them
-// (sequence_number), since Switchyard adds events to the converter's.
-type eventWriter struct {
-	cw  *chunkWriter
-	seq int
-}
-
-// write writes events and flushes them together: they are what one chunk
-// of the answer became.
-func (ew *eventWriter) write(events []openai.ResponsesStreamEvent) error {
-	if len(events) == 0 {
-		return nil
-	}
-	for _, e := range events {
-		if d, ok := e.Data.(map[string]any); ok {
-			d["sequence_number"] = ew.seq
-		}
-		ew.seq++
-		b, err := json.Marshal(e.Data)
-		if err != nil {
-			return err
-		}
-		ew.cw.buf = append(ew.cw.buf, "event: "...)
-		ew.cw.buf = append(ew.cw.buf, e.Event...)
-		ew.cw.buf = append(ew.cw.buf, "\ndata: "...)
-		ew.cw.buf = append(ew.cw.buf, b...)
-		ew.cw.buf = append(ew.cw.buf, "\n\n"...)
-	}
-	return ew.cw.flush()
 }
 
 // messageBeforeCalls mends the last events of an answer whose text came
