@@ -53,16 +53,24 @@ UI := frontend/dist/index.html
 .PHONY: run serve test test-go test-frontend test-node test-browser test-window build build-desktop frontend deps-desktop deps-test deps-cgo check-hosts node-deps clean bench experiment
 
 # run: the desktop app when there is a display, else `switchyard serve`.
+# `make run ADDR=127.0.0.1:9000` (or `make serve ADDR=...`) serves on
+# another address. A taken address is said by switchyard in one line (exit
+# status 4), and make stops there without an "Error" line of its own.
+SERVE_FLAGS := $(if $(ADDR),--addr $(ADDR))
+define serve_headless
+	./$(BIN) serve $(SERVE_FLAGS) || { rc=$$?; [ $$rc -eq 4 ] || exit $$rc; }
+endef
+
 run:
-	@if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
-		$(MAKE) --no-print-directory build-desktop && exec ./$(DESKTOP_BIN); \
+	@if [ -n "$(ADDR)" ] || [ -z "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
+		[ -n "$(ADDR)" ] || echo "No display found: running the headless server (switchyard serve)."; \
+		$(MAKE) --no-print-directory build && $(serve_headless); \
 	else \
-		echo "No display found: running the headless server (switchyard serve)."; \
-		$(MAKE) --no-print-directory build && exec ./$(BIN) serve; \
+		$(MAKE) --no-print-directory build-desktop && exec ./$(DESKTOP_BIN); \
 	fi
 
 serve: build
-	./$(BIN) serve
+	@$(serve_headless)
 
 # apt installs only what is missing, so repeated runs are quick.
 define apt_install

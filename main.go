@@ -67,6 +67,7 @@ const (
 	exitError     = 1 // a failure while running, or a bad config
 	exitUsage     = 2
 	exitUnhealthy = 3 // check: a candidate did not answer
+	exitAddrInUse = 4 // serve, demo: the address is taken (said in one line; make run ends there quietly)
 )
 
 func main() {
@@ -130,8 +131,10 @@ const (
 at http://ADDR/. With no config file it looks for local servers (Ollama on
 127.0.0.1:11434, OpenAI-compatible on 127.0.0.1:8000 and :8080) and routes to
 their models; if none answers it serves the simulated demo fleet.`
-	demoSummary = `Serve the simulated demo fleet: four model servers in-process, whose faults
-you can inject from the UI, to try Switchyard with nothing installed.`
+	demoSummary = `Serve the simulated demo fleet: four model servers in-process (Ollama,
+vLLM and llama.cpp wire formats) offering six candidates, whose faults you
+can inject from the UI, to try Switchyard with nothing installed. Its history
+is kept apart from the real one ($XDG_DATA_HOME/switchyard/demo-history.db).`
 )
 
 func serve(cmd string, args []string, stdout, stderr io.Writer) int {
@@ -158,13 +161,20 @@ func serve(cmd string, args []string, stdout, stderr io.Writer) int {
 	sys, err := system.New(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "switchyard: %v\n", err)
+		if errors.Is(err, system.ErrAddrInUse) {
+			return exitAddrInUse
+		}
 		return exitError
 	}
 	label := ""
 	if sys.Source() == system.SourceDemo {
 		label = " (demo fleet: simulated servers)"
 	}
-	o.Logf("serving on %s%s — open %s/ for the UI", sys.Addr(), label, sys.URL())
+	for _, line := range sys.CandidateLines(ctx) {
+		o.Logf("%s", line)
+	}
+	o.Logf("history: %s", sys.HistoryPath())
+	o.Logf("serving on %s%s — open %s/ for the UI; press Ctrl+C to stop", sys.Addr(), label, sys.URL())
 	if err := sys.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "switchyard: %v\n", err)
 		return exitError

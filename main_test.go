@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,12 @@ func TestCommandLine(t *testing.T) {
 	os.WriteFile(bad, []byte("selection:\n  open_duration: soon\n"), 0o600)
 	good := filepath.Join(t.TempDir(), "good.yaml")
 	os.WriteFile(good, []byte("chat:\n  default_model: nobody-home\n  candidates:\n    - {id: nobody-home, provider: ollama, url: \"http://127.0.0.1:1\", model: m}\n"), 0o600)
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
 
 	tests := []struct {
 		name       string
@@ -58,6 +65,9 @@ func TestCommandLine(t *testing.T) {
 			wantErr: "config /nonexistent/sy.yaml: no such file (write one", errOneLine: true},
 		{name: "serve --help", args: []string{"serve", "--help"}, wantCode: exitOK, wantOut: "--addr ADDR"},
 		{name: "demo --help has no --demo", args: []string{"demo", "--help"}, wantCode: exitOK, wantOut: "Serve the simulated demo fleet"},
+		{name: "demo --help counts what the UI shows", args: []string{"demo", "--help"}, wantCode: exitOK, wantOut: "four model servers in-process (Ollama,\nvLLM and llama.cpp wire formats) offering six candidates"},
+		{name: "a taken port is one clear line", args: []string{"serve", "--config", good, "--addr", taken.Addr().String()}, wantCode: exitAddrInUse,
+			wantErr: "is taken by another program (another Switchyard?): choose another address with --addr", errOneLine: true},
 		{name: "an unknown flag is one line and a pointer", args: []string{"demo", "--demo"}, wantCode: exitUsage,
 			wantErr: "switchyard demo: flag provided but not defined: -demo (see switchyard demo --help)", errOneLine: true},
 		{name: "an address that is no address", args: []string{"serve", "--addr", "nonsense"}, wantCode: exitError,

@@ -121,7 +121,7 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 				h := w.Header()
 				h.Set("Access-Control-Allow-Origin", origin)
 				h.Add("Vary", "Origin")
-				h.Set("Access-Control-Expose-Headers", "X-Switchyard-Request-Id, X-Switchyard-Served-Model, X-Switchyard-Fallback")
+				h.Set("Access-Control-Expose-Headers", "X-Switchyard-Request-Id, X-Switchyard-Served-Model, X-Switchyard-Fallback, X-Switchyard-Fallback-Reason")
 			}
 			if r.Method == http.MethodOptions {
 				h := w.Header()

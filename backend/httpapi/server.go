@@ -279,6 +279,9 @@ func routeHeaders(h http.Header, m router.Meta) {
 	h.Set("X-Switchyard-Served-Model", m.Candidate.ID)
 	if m.Fallback {
 		h.Set("X-Switchyard-Fallback", "true")
+		if why := m.FallbackReason(); why != "" {
+			h.Set("X-Switchyard-Fallback-Reason", why)
+		}
 	} else {
 		h.Set("X-Switchyard-Fallback", "false")
 	}

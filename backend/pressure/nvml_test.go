@@ -55,8 +55,8 @@ func TestNVMLPressure(t *testing.T) {
 		wantAny bool   // everywhere (all GPUs) is under pressure too
 	}{
 		{name: "healthy", free: 70, running: resident},
-		{name: "free below 1 GiB", free: 0.6, running: resident, want: "GPU 0: free 0.6 GiB < 1 GiB", wantAny: true},
-		{name: "used ratio above 95%", free: 3.2, running: resident, want: "GPU 0: 96% used > 95%", wantAny: true},
+		{name: "free below 1 GiB", free: 0.6, running: resident, want: "GPU 0 had 0.6 GiB free (below 1 GiB)", wantAny: true},
+		{name: "used ratio above 95%", free: 3.2, running: resident, want: "GPU 0 was 96% used (above 95%)", wantAny: true},
 		{name: "not resident and too big", free: 12.1, running: resident[1:], want: "qwen3:32b not resident and needs 20.0 GiB, GPU 0 has 12.1 GiB free"},
 		{name: "not resident but fits", free: 30, running: resident[1:]},
 		{name: "recovered", free: 70, running: resident},

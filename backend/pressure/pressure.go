@@ -176,10 +176,10 @@ func (m *Monitor) local(c fleet.Candidate, pol Policy) *fleet.GPUReading {
 	}
 	for _, d := range devs {
 		if d.Free < pol.FreeBelow {
-			return reading(d, source, fmt.Sprintf("GPU %d: free %s < %s%s", d.Index, gibs(d.Free), gibsLimit(pol.FreeBelow), suffix))
+			return reading(d, source, fmt.Sprintf("GPU %d had %s free (below %s)%s", d.Index, gibs(d.Free), gibsLimit(pol.FreeBelow), suffix))
 		}
 		if used := float64(d.Used) / float64(d.Total); used > pol.UsedRatio {
-			return reading(d, source, fmt.Sprintf("GPU %d: %s used > %s%s", d.Index, pct(used), pct(pol.UsedRatio), suffix))
+			return reading(d, source, fmt.Sprintf("GPU %d was %s used (above %s)%s", d.Index, pct(used), pct(pol.UsedRatio), suffix))
 		}
 	}
 	return m.tooBig(c, devs, source)

@@ -159,20 +159,20 @@ func TestMonitorPressure(t *testing.T) {
 		devs: []gpu.Device{dev(0, 24, 0.6)},
 		cand: ollamaCand("a", big, []int{0}, true),
 		want: &fleet.GPUReading{GPU: 0, Source: "nvml", FreeBytes: gibf(0.6), UsedBytes: 24*gib - gibf(0.6), TotalBytes: 24 * gib,
-			Reason: "GPU 0: free 0.6 GiB < 1 GiB"},
+			Reason: "GPU 0 had 0.6 GiB free (below 1 GiB)"},
 	}, {
 		name:   "free below a configured 2.5 GiB",
 		policy: Policy{FreeBelow: 5 * gib / 2},
 		devs:   []gpu.Device{dev(0, 80, 2)},
 		cand:   ollamaCand("a", big, []int{0}, true),
 		want: &fleet.GPUReading{GPU: 0, Source: "nvml", FreeBytes: 2 * gib, UsedBytes: 78 * gib, TotalBytes: 80 * gib,
-			Reason: "GPU 0: free 2.0 GiB < 2.5 GiB"},
+			Reason: "GPU 0 had 2.0 GiB free (below 2.5 GiB)"},
 	}, {
 		name: "used ratio above 95%",
 		devs: []gpu.Device{dev(0, 80, 80), dev(1, 100, 4)},
 		cand: ollamaCand("a", big, []int{0, 1}, true),
 		want: &fleet.GPUReading{GPU: 1, Source: "nvml", FreeBytes: 4 * gib, UsedBytes: 96 * gib, TotalBytes: 100 * gib,
-			Reason: "GPU 1: 96% used > 95%"},
+			Reason: "GPU 1 was 96% used (above 95%)"},
 	}, {
 		name:   "used ratio under a looser policy",
 		policy: Policy{UsedRatio: 0.97},
@@ -215,7 +215,7 @@ func TestMonitorPressure(t *testing.T) {
 		devs: []gpu.Device{dev(0, 24, 20), dev(1, 24, 0.5)},
 		cand: ollamaCand("a", big, nil, true),
 		want: &fleet.GPUReading{GPU: 1, Source: "nvml", FreeBytes: gib / 2, UsedBytes: 24*gib - gib/2, TotalBytes: 24 * gib,
-			Reason: "GPU 1: free 0.5 GiB < 1 GiB"},
+			Reason: "GPU 1 had 0.5 GiB free (below 1 GiB)"},
 	}, {
 		name: "gpus names only its own GPU",
 		devs: []gpu.Device{dev(0, 24, 20), dev(1, 24, 0.5)},
@@ -316,8 +316,8 @@ func TestMonitorSetPolicy(t *testing.T) {
 	}
 	r.mon.SetPolicy(Policy{FreeBelow: 4 * gib})
 	got := r.mon.Pressure(c)
-	if got == nil || got.Reason != "GPU 0: free 2.0 GiB < 4 GiB" {
-		t.Errorf("Pressure() after SetPolicy = %+v; want free 2.0 GiB < 4 GiB", got)
+	if got == nil || got.Reason != "GPU 0 had 2.0 GiB free (below 4 GiB)" {
+		t.Errorf("Pressure() after SetPolicy = %+v; want 2.0 GiB free (below 4 GiB)", got)
 	}
 }
 
@@ -346,7 +346,7 @@ func TestMonitorSimulatedGPU(t *testing.T) {
 	r.sample, r.sampled = gpu.Sample{GPU: gpu.Snapshot{Available: true, Simulated: true, Devices: []gpu.Device{dev(0, 24, 0.6)}}}, true
 	r.mu.Unlock()
 	want := &fleet.GPUReading{GPU: 0, Source: "simulated", FreeBytes: gibf(0.6), UsedBytes: 24*gib - gibf(0.6), TotalBytes: 24 * gib,
-		Reason: "GPU 0: free 0.6 GiB < 1 GiB (simulated)"}
+		Reason: "GPU 0 had 0.6 GiB free (below 1 GiB) (simulated)"}
 	if got := r.mon.Pressure(c); !sameReading(got, want) {
 		t.Errorf("Pressure() = %+v; want %+v", got, want)
 	}

@@ -32,6 +32,8 @@ type Meta struct {
 	// Attempts are the attempts that failed or were skipped before the
 	// serving one.
 	Attempts []fleet.Attempt
+	// Demoted are the candidates moved last for memory pressure whose turn never came.
+	Demoted []fleet.Attempt
 	// TTFT is the time from the request's start to its first token; zero
 	// for an empty answer.
 	TTFT time.Duration
@@ -215,7 +217,7 @@ func (ru *run) meta(c fleet.Candidate) Meta {
 	n := len(ru.rec.Attempts)
 	return Meta{
 		RequestID: ru.id, Candidate: c, Fallback: ru.rec.IsFallback, Thinking: ru.plan.thinking,
-		Attempts: ru.rec.Attempts[:n:n], TTFT: ru.rec.TTFT,
+		Attempts: ru.rec.Attempts[:n:n], TTFT: ru.rec.TTFT, Demoted: ru.demoted(),
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/history"
+	"github.com/switchyard/switchyard/backend/router"
 )
 
 // Error is the body of an error answer of /switchyard/v1/.
@@ -26,19 +27,22 @@ type Error struct {
 
 // Attempt is one try of one candidate for one request.
 type Attempt struct {
-	Order      int           `json:"order"`
-	Candidate  string        `json:"candidate"`
-	Outcome    fleet.Outcome `json:"outcome"`
-	Fault      fleet.Fault   `json:"fault"`
-	Error      string        `json:"error"`
-	HTTPStatus int           `json:"http_status"`
-	StartedAt  time.Time     `json:"started_at"`
-	DeadlineMS int64         `json:"deadline_ms"`
-	TTFTMS     int64         `json:"ttft_ms"`
-	DurationMS int64         `json:"duration_ms"`
-	Cold       bool          `json:"cold"`
-	Demoted    bool          `json:"demoted"`
-	Reading    *Reading      `json:"reading"`
+	Order     int           `json:"order"`
+	Candidate string        `json:"candidate"`
+	Outcome   fleet.Outcome `json:"outcome"`
+	Fault     fleet.Fault   `json:"fault"`
+	// Reason says in plain words why the attempt did not serve
+	// (router.Reason); Error keeps the raw error.
+	Reason     string    `json:"reason"`
+	Error      string    `json:"error"`
+	HTTPStatus int       `json:"http_status"`
+	StartedAt  time.Time `json:"started_at"`
+	DeadlineMS int64     `json:"deadline_ms"`
+	TTFTMS     int64     `json:"ttft_ms"`
+	DurationMS int64     `json:"duration_ms"`
+	Cold       bool      `json:"cold"`
+	Demoted    bool      `json:"demoted"`
+	Reading    *Reading  `json:"reading"`
 }
 
 // Reading is the GPU or server reading that demoted a candidate.
@@ -114,7 +118,7 @@ type RatePoint struct {
 // NewAttempt is a as the API shows it.
 func NewAttempt(a fleet.Attempt) Attempt {
 	return Attempt{
-		Order: a.Order, Candidate: a.Candidate, Outcome: a.Outcome, Fault: a.Fault, Error: a.Error, HTTPStatus: a.HTTPStatus,
+		Order: a.Order, Candidate: a.Candidate, Outcome: a.Outcome, Fault: a.Fault, Reason: router.Reason(a), Error: a.Error, HTTPStatus: a.HTTPStatus,
 		StartedAt: a.StartedAt, DeadlineMS: a.Deadline.Milliseconds(), TTFTMS: a.TTFT.Milliseconds(),
 		DurationMS: a.Duration.Milliseconds(), Cold: a.Cold, Demoted: a.Demoted, Reading: NewReading(a.Reading),
 	}

@@ -48,8 +48,13 @@ type Candidate struct {
 	// ConfigError says its server does not serve its model, "" when it
 	// does.
 	ConfigError string `json:"config_error"`
-	InFlight    int    `json:"in_flight"`
-	Slots       int    `json:"slots"`
+	// Unreachable says why its server does not answer Switchyard's polls
+	// ("connection refused"), "" while it answers; UnreachableSince is
+	// since when.
+	Unreachable      string     `json:"unreachable"`
+	UnreachableSince *time.Time `json:"unreachable_since"`
+	InFlight         int        `json:"in_flight"`
+	Slots            int        `json:"slots"`
 	// ServerQueue is the work its server last reported from every
 	// client (llama.cpp, vLLM), nil for a server that reports none.
 	ServerQueue *ServerQueue `json:"server_queue"`
@@ -163,6 +168,9 @@ type StatusInput struct {
 	Candidates                      []router.CandidateState
 	// TTFT returns a candidate's learned TTFT.
 	TTFT func(id string) deadline.Stats
+	// Unreachable says why a candidate's server does not answer, and
+	// since when; "" while it does. Nil: every server answers.
+	Unreachable func(c fleet.Candidate) (why string, since time.Time)
 	// Sample is the latest GPU and host reading; nil before the first.
 	Sample  *gpu.Sample
 	Config  ConfigState
@@ -188,7 +196,15 @@ func NewStatus(in StatusInput) Status {
 		if in.TTFT != nil {
 			t = in.TTFT(c.ID)
 		}
+		var why string
+		var since *time.Time
+		if in.Unreachable != nil {
+			if w, at := in.Unreachable(c); w != "" {
+				why, since = w, &at
+			}
+		}
 		doc.Candidates = append(doc.Candidates, Candidate{
+			Unreachable: why, UnreachableSince: since,
 			ID: c.ID, Provider: c.Provider, URL: c.URL, Model: c.Model, Priority: c.Priority, Enabled: c.Enabled,
 			SupportsThinking: c.SupportsThinking,
 			Embeds:           c.Embeds,

@@ -23,6 +23,7 @@ type CheckResult struct {
 	// Answered: the server answered; OK: and it serves the model.
 	Answered, OK bool
 	Detail       string // what answered, or why not
+	Err          error  // why it did not answer; nil when it did
 	Took         time.Duration
 }
 
@@ -68,32 +69,38 @@ func Check(ctx context.Context, o Options) (CheckReport, error) {
 		o.Getenv = os.Getenv
 	}
 	for _, c := range cfg.Candidates(o.Getenv) {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		start := time.Now()
-		r := CheckResult{Candidate: c}
-		var models []string
-		if c.Provider == fleet.ProviderOllama {
-			var ms []ollama.Model
-			ms, err = ol.Models(cctx, c.URL)
-			for _, m := range ms {
-				models = append(models, m.Name)
-			}
-		} else {
-			models, err = oa.Models(cctx, c.URL, c.APIKey)
-		}
-		cancel()
-		r.Took = time.Since(start)
-		r.Answered = err == nil
-		switch {
-		case err != nil:
-			r.Detail = err.Error()
-		case !slices.ContainsFunc(models, func(m string) bool { return fleet.SameModel(m, c.Model) }):
-			r.Detail = fmt.Sprintf("the server answers but does not serve model %q (it lists %d others)", c.Model, len(models))
-		default:
-			r.OK = true
-			r.Detail = fmt.Sprintf("serves %s", c.Model)
-		}
-		rep.Results = append(rep.Results, r)
+		rep.Results = append(rep.Results, checkCandidate(ctx, ol, oa, c))
 	}
 	return rep, nil
+}
+
+// checkCandidate asks c's server for its models, within 5 seconds.
+func checkCandidate(ctx context.Context, ol *ollama.Backend, oa *openai.Backend, c fleet.Candidate) CheckResult {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	r := CheckResult{Candidate: c}
+	var models []string
+	var err error
+	if c.Provider == fleet.ProviderOllama {
+		var ms []ollama.Model
+		ms, err = ol.Models(ctx, c.URL)
+		for _, m := range ms {
+			models = append(models, m.Name)
+		}
+	} else {
+		models, err = oa.Models(ctx, c.URL, c.APIKey)
+	}
+	r.Took = time.Since(start)
+	r.Answered, r.Err = err == nil, err
+	switch {
+	case err != nil:
+		r.Detail = err.Error()
+	case !slices.ContainsFunc(models, func(m string) bool { return fleet.SameModel(m, c.Model) }):
+		r.Detail = fmt.Sprintf("the server answers but does not serve model %q (it lists %d others)", c.Model, len(models))
+	default:
+		r.OK = true
+		r.Detail = fmt.Sprintf("serves %s", c.Model)
+	}
+	return r
 }

@@ -73,6 +73,7 @@ func candidatesOf(probes []Probe, logf func(string, ...any)) []config.Candidate 
 	}
 	for _, p := range probes {
 		if p.Err != nil {
+			logf("looked for %s at %s: %s", serverKind(p.Provider), p.URL, probeWords(p.Err))
 			continue
 		}
 		if p.Provider == fleet.ProviderOllama {
@@ -93,4 +94,20 @@ func candidatesOf(probes []Probe, logf func(string, ...any)) []config.Candidate 
 		}
 	}
 	return found
+}
+
+// serverKind names what discovery looks for at a place.
+func serverKind(p fleet.Provider) string {
+	if p == fleet.ProviderOllama {
+		return "Ollama"
+	}
+	return "an OpenAI-compatible server"
+}
+
+// probeWords says why a place discovery looked at gave no models.
+func probeWords(err error) string {
+	if w := unreachableWords(err); w != "" {
+		return "nothing answered (" + w + ")"
+	}
+	return "it answered, but not with a model list (" + err.Error() + ")"
 }

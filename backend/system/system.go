@@ -114,6 +114,8 @@ type System struct {
 	// "" when the API listens where it was asked to.
 	listenTaken string
 	baseStop    context.CancelFunc
+	// historyPath is the history database's file.
+	historyPath string
 
 	watchReady chan struct{} // closed once the config file is watched
 
@@ -179,7 +181,7 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	}
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("%w: %s is taken by another program (another Switchyard?): choose another address with --addr 127.0.0.1:PORT, or set listen in the config", ErrAddrInUse, listen)
+			return nil, fmt.Errorf("%w: %s is taken by another program (another Switchyard?): choose another address with --addr 127.0.0.1:PORT (make run ADDR=127.0.0.1:PORT), or set listen in the config", ErrAddrInUse, listen)
 		}
 		return nil, fmt.Errorf("listen on %s: %w", listen, err)
 	}
@@ -190,12 +192,14 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	cfg.Listen = listen
 
 	dbPath := o.DBPath
-	if dbPath == "" {
+	if dbPath == "" && s.demo == nil {
+		// The demo's simulated requests never mix with the real ones.
 		dbPath = cfg.History.Path
 	}
 	if dbPath == "" {
-		dbPath = filepath.Join(o.DataHome, "switchyard", "history.db")
+		dbPath = filepath.Join(o.DataHome, "switchyard", defaultHistoryFile(s.demo != nil))
 	}
+	s.historyPath = dbPath
 	s.store, err = history.Open(dbPath, history.Options{Retention: cfg.History.Retention, Logf: o.Logf})
 	if err != nil {
 		return nil, err

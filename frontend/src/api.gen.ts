@@ -160,6 +160,7 @@ export interface components {
             /** @enum {string} */
             outcome: "success" | "error" | "timeout" | "no_content" | "busy" | "skipped_open" | "client_abort" | "not_retryable" | "failed_after_commit" | "hedge_lost" | "demoted" | "shutdown";
             reading: components["schemas"]["Reading"] | null;
+            reason: string;
             /** Format: date-time */
             started_at: string;
             /** Format: int64 */
@@ -229,6 +230,9 @@ export interface components {
             slots: number;
             supports_thinking: boolean;
             ttft: components["schemas"]["TTFT"];
+            unreachable: string;
+            /** Format: date-time */
+            unreachable_since: string | null;
             url: string;
         };
         Config: {

@@ -125,6 +125,9 @@ type endpoint struct {
 type report struct {
 	at  time.Time
 	err error // the poll failed: nothing below is known
+	// failingSince is when the polls began failing in a row; zero when
+	// this one answered.
+	failingSince time.Time
 
 	loading bool // the server answered 503 "Loading model" (llama.cpp)
 
@@ -241,6 +244,12 @@ func (p *Poller) pollOne(ctx context.Context, ep *endpoint) {
 		return // shutting down: this is no verdict on the server
 	}
 	rep.at = p.s.Now()
+	if rep.err != nil {
+		rep.failingSince = rep.at
+		if prev := ep.report.Load(); prev != nil && prev.err != nil {
+			rep.failingSince = prev.failingSince
+		}
+	}
 	ep.report.Store(rep)
 	switch {
 	case rep.loading:
@@ -587,4 +596,15 @@ func (p *Poller) Loading(c fleet.Candidate) (loading bool, at time.Time, known b
 		return false, time.Time{}, false
 	}
 	return rep.loading, rep.at, rep.loading || rep.llama != nil
+}
+
+// Unreachable returns why c's server did not answer its polls and since
+// when they have failed in a row; a nil error when its last poll answered
+// or before the first. It does no I/O.
+func (p *Poller) Unreachable(c fleet.Candidate) (err error, since time.Time) {
+	_, rep := p.lookup(c)
+	if rep == nil || rep.err == nil {
+		return nil, time.Time{}
+	}
+	return rep.err, rep.failingSince
 }

@@ -355,6 +355,9 @@ func TestPollerBackoff(t *testing.T) {
 	if rep == nil || rep.err == nil || !strings.Contains(rep.err.Error(), "boom") {
 		t.Errorf("report = %+v; want the error", rep)
 	}
+	if err, since := p.Unreachable(c); err == nil || !since.Equal(start) {
+		t.Errorf("Unreachable() = %v, %v; want the error since the first failed poll %v", err, since, start)
+	}
 
 	srv.answer("/api/ps", 200, `{"models":[{"name":"qwen3:8b","size":5000,"size_vram":5000}]}`)
 	at = nil
@@ -365,6 +368,9 @@ func TestPollerBackoff(t *testing.T) {
 	}
 	if resident, known, _ := p.Residency(c); !resident || !known {
 		t.Errorf("Residency() after recovery = %v, %v; want true, true", resident, known)
+	}
+	if err, _ := p.Unreachable(c); err != nil {
+		t.Errorf("Unreachable() after recovery = %v; want nil", err)
 	}
 
 	// A dead port is an error like any other.
@@ -377,6 +383,9 @@ func TestPollerBackoff(t *testing.T) {
 	}
 	if _, known, _ := p.Residency(c); known {
 		t.Error("Residency() of a dead server: known; want unknown")
+	}
+	if err, since := p.Unreachable(c); err == nil || !since.Equal(start.Add(205*time.Second)) {
+		t.Errorf("Unreachable() of a dead server = %v, %v; want failing since its first failed poll", err, since)
 	}
 }
 

@@ -1,0 +1,145 @@
+package system
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/schema"
+	"github.com/switchyard/switchyard/backend/simfleet"
+)
+
+// closedPort is a loopback address where nothing listens.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// logLines collects what a System logs.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logLines) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// A configured server that is not running is said at start-up, one line
+// per candidate, and the status says since when it does not answer,
+// while its breaker, which no request has tried yet, is still closed.
+func TestDeadServersAreSaid(t *testing.T) {
+	f, err := simfleet.StartFleet([]simfleet.Member{
+		{ID: "up", Priority: 2, Config: simfleet.Config{Provider: fleet.ProviderOllama, Models: []simfleet.Model{{Name: "qwen3:8b"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dead := closedPort(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`chat:
+  default_model: gone
+  candidates:
+    - {id: gone, provider: ollama, url: "http://%s", model: "qwen3:8b", priority: 1}
+    - {id: nomodel, provider: ollama, url: %q, model: "llama3.2:3b", priority: 2}
+    - {id: up, provider: ollama, url: %q, model: "qwen3:8b", priority: 3}
+`, dead, f.Server("up").URL(), f.Server("up").URL())), 0o644)
+	sys, err := New(t.Context(), Options{ConfigPath: cfg, ConfigHome: dir, DataHome: dir, Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	lines := sys.CandidateLines(t.Context())
+	want := []string{
+		fmt.Sprintf("candidate gone (ollama http://%s, model qwen3:8b): unreachable (connection refused)", dead),
+		fmt.Sprintf("candidate nomodel (ollama %s, model llama3.2:3b): model not found: the server answers but does not serve model \"llama3.2:3b\" (it lists 1 others)", f.Server("up").URL()),
+		fmt.Sprintf("candidate up (ollama %s, model qwen3:8b): answers and serves its model", f.Server("up").URL()),
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("CandidateLines() =\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+
+	before := time.Now()
+	sys.poller.Poll(t.Context())
+	byID := map[string]schema.Candidate{}
+	for _, c := range sys.Status().Candidates {
+		byID[c.ID] = c
+	}
+	g := byID["gone"]
+	if g.Unreachable != "connection refused" || g.UnreachableSince == nil || g.UnreachableSince.Before(before.Add(-time.Second)) || g.Breaker.State != fleet.BreakerClosed {
+		t.Errorf("status of the dead server: unreachable %q since %v, breaker %s; want connection refused, now, closed", g.Unreachable, g.UnreachableSince, g.Breaker.State)
+	}
+	if u := byID["up"]; u.Unreachable != "" || u.UnreachableSince != nil {
+		t.Errorf("status of the running server: unreachable %q since %v; want none", u.Unreachable, u.UnreachableSince)
+	}
+}
+
+// Discovery says where it looked and what answered there.
+func TestDiscoverySaysWhereItLooked(t *testing.T) {
+	dead := closedPort(t)
+	var log logLines
+	dir := t.TempDir()
+	sys, err := New(t.Context(), Options{ConfigHome: dir, DataHome: dir, Addr: "127.0.0.1:0", Logf: log.logf,
+		DiscoverOllama: []string{"http://" + dead}, DiscoverOpenAI: []string{"http://" + dead + "/v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	for _, want := range []string{
+		"looked for Ollama at http://" + dead + ": nothing answered (connection refused)",
+		"looked for an OpenAI-compatible server at http://" + dead + "/v1: nothing answered (connection refused)",
+		"no local Ollama or OpenAI-compatible server answered; starting the demo fleet",
+	} {
+		if !strings.Contains(log.text(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.text())
+		}
+	}
+}
+
+// The demo's simulated requests are kept in a history file of their own,
+// even when the config names one: they never show among the real ones.
+func TestDemoHistoryIsApart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	real := filepath.Join(dir, "real.db")
+	os.WriteFile(cfg, []byte("history: {path: "+real+"}\n"), 0o644)
+	demo, err := New(t.Context(), Options{Demo: true, ConfigPath: cfg, ConfigHome: dir, DataHome: dir, Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := demo.HistoryPath(), filepath.Join(dir, "switchyard", DemoHistoryFile); got != want {
+		t.Errorf("demo history at %s; want %s", got, want)
+	}
+	demo.Close()
+	sys, err := New(context.Background(), Options{ConfigPath: cfg, ConfigHome: dir, DataHome: dir, Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	if sys.HistoryPath() != real {
+		t.Errorf("history at %s; want the config's %s", sys.HistoryPath(), real)
+	}
+}
