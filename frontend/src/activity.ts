@@ -62,7 +62,7 @@ export function describeEvent(e: LiveEvent, key: number, at: number): ActivityIt
         key,
         at,
         tone: b.to === 'open' ? 'bad' : b.to === 'closed' ? 'ok' : 'warn',
-        text: `${b.candidate} breaker ${breakerLabel(b.from)} → ${breakerLabel(b.to)}${cause}`,
+        text: `${b.candidate}: ${breakerLabel(b.from)} → ${breakerLabel(b.to)}${cause}`,
         title: `${b.candidate}’s circuit breaker: ${breakerHint(b.to)}`,
       };
     }

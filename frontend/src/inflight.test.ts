@@ -5,7 +5,7 @@ import type { Attempt, LiveEvent, Status } from './types';
 
 function att(p: Partial<Attempt>): Attempt {
   return {
-    order: 0, candidate: 'a', outcome: 'error', fault: 'server', error: '', http_status: 0, started_at: '',
+    order: 0, candidate: 'a', outcome: 'error', fault: 'server', reason: '', error: '', http_status: 0, started_at: '',
     deadline_ms: 8000, ttft_ms: 0, duration_ms: 0, cold: false, demoted: false, reading: null, ...p,
   };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { describeEvent } from './activity';
-import { failoverSummary, firstTokenTime } from './chat/failover';
+import { failoverSummary, firstTokenTime, rawErrors } from './chat/failover';
 import { modelOptions } from './chat/models';
 import { failoverColumns, ttftColumns } from './history/chartData';
 import { NO_FILTERS, matches, mergeNewest, toQuery } from './history/filters';
@@ -14,6 +14,7 @@ function att(p: Partial<Attempt>): Attempt {
     candidate: 'a',
     outcome: 'success',
     fault: '',
+    reason: '',
     error: '',
     http_status: 0,
     started_at: '',
@@ -66,6 +67,8 @@ function cand(id: string, p: Partial<CandidateStatus> = {}): CandidateStatus {
     busy_ms: 0,
     loading: false,
     config_error: '',
+    unreachable: '',
+    unreachable_since: null,
     in_flight: 0,
     slots: 0,
     deadline_ms: 60000,
@@ -101,18 +104,34 @@ describe('failoverSummary', () => {
     expect(failoverSummary(r)).toBe('a: skipped (breaker open); b: connection refused → served by c');
   });
 
-  it('leaves out candidates recorded after the one that served', () => {
+  it('leaves out candidates recorded after the one that served, but for those demoted ahead of it', () => {
     const r = req({
       is_fallback: true,
       attempts: [
         att({ order: 0, candidate: 'a', outcome: 'error', error: 'connection refused' }),
         att({ order: 1, candidate: 'b', outcome: 'success' }),
         att({ order: 2, candidate: 'c', outcome: 'skipped_open' }),
-        att({ order: 3, candidate: 'd', outcome: 'demoted', error: 'GPU 0: free 0.6 GiB < 1 GiB' }),
+        att({ order: 3, candidate: 'd', outcome: 'demoted', error: 'GPU 0 had 0.6 GiB free (below 1 GiB)' }),
       ],
       served_candidate: 'b',
     });
-    expect(failoverSummary(r)).toBe('a: connection refused → served by b');
+    expect(failoverSummary(r)).toBe('a: connection refused; d: GPU 0 had 0.6 GiB free (below 1 GiB) → served by b');
+  });
+
+  it("leads with the server's plain reason, and keeps the raw errors apart", () => {
+    const r = req({
+      is_fallback: true,
+      attempts: [
+        att({ order: 0, candidate: 'llama3.2-3b', outcome: 'success' }),
+        att({
+          order: 1, candidate: 'qwen3-8b', outcome: 'demoted', error: 'GPU 0 had 0.6 GiB free (below 1 GiB) (simulated)',
+          reason: 'qwen3-8b: GPU 0 had 0.6 GiB free (below 1 GiB), tried last',
+        }),
+      ],
+      served_candidate: 'llama3.2-3b',
+    });
+    expect(failoverSummary(r)).toBe('qwen3-8b: GPU 0 had 0.6 GiB free (below 1 GiB), tried last → served by llama3.2-3b');
+    expect(rawErrors(r)).toEqual(['qwen3-8b: GPU 0 had 0.6 GiB free (below 1 GiB) (simulated)']);
   });
 
   it('firstTokenTime names both measurements and says when failover is inside', () => {
@@ -207,10 +226,10 @@ describe('activity feed', () => {
     expect(describeEvent({ type: 'status', data: {} as Status }, 1, 0)).toBeNull();
     expect(
       describeEvent({ type: 'breaker', data: { breaker: { candidate: 'a', from: 'closed', to: 'open', at: '', cause: '2 failures' } } }, 1, 0),
-    ).toMatchObject({ tone: 'bad', text: 'a breaker closed → open (2 failures)', title: expect.stringContaining('tripped after repeated failures') });
+    ).toMatchObject({ tone: 'bad', text: 'a: healthy → tripped (2 failures)', title: expect.stringContaining('Tripped (circuit breaker open) after repeated failures') });
     expect(
       describeEvent({ type: 'breaker', data: { breaker: { candidate: 'a', from: 'open', to: 'half_open', at: '', cause: 'cool-down over' } } }, 1, 0),
-    ).toMatchObject({ tone: 'warn', text: 'a breaker open → half-open (cool-down over)', title: 'a’s circuit breaker: Half-open — cool-down over: the next request is a single trial.' });
+    ).toMatchObject({ tone: 'warn', text: 'a: tripped → trying again (cool-down over)', title: 'a’s circuit breaker: Trying again (circuit breaker half-open): the cool-down is over and the next request is a single trial.' });
     expect(
       describeEvent({ type: 'attempt', data: { request_id: 'r', attempt: att({ candidate: 'a', outcome: 'timeout', error: 'no first token in 2s' }) } }, 2, 0),
     ).toMatchObject({ tone: 'bad', text: 'a timeout: no first token in 2s', requestId: 'r' });
@@ -246,18 +265,18 @@ describe('modelOptions', () => {
     expect(modelOptions(status, ['auto', 'a', 'e', 'alias'], false).map((o) => o.label)).toEqual([
       'auto — a first, then fallbacks',
       'a',
-      'b (breaker open)',
+      'b (tripped)',
       'd',
       'alias',
     ]);
     expect(modelOptions(status, [], true).map((o) => o.label)).toEqual([
       'auto — b first, then fallbacks',
       'a',
-      'b (breaker open)',
+      'b (tripped)',
       'd (no thinking)',
     ]);
     const b = modelOptions(status, [], false).find((o) => o.id === 'b')!;
-    expect(b.title).toBe('Circuit breaker: Open — tripped after repeated failures: skipped until the cool-down ends.');
+    expect(b.title).toBe('Tripped (circuit breaker open) after repeated failures: skipped until the cool-down ends.');
     expect(modelOptions(status, [], false).find((o) => o.id === 'a')!.title).toBeUndefined();
   });
 });

@@ -14,6 +14,7 @@ function attempt(order: number, offset: number, duration: number, deadline: numb
     candidate: `c${order}`,
     outcome,
     fault: '',
+    reason: '',
     error: '',
     http_status: 0,
     started_at: at(offset),

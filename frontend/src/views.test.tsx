@@ -53,7 +53,7 @@ function method<T>() {
 
 function att(p: Partial<Attempt>): Attempt {
   return {
-    order: 0, candidate: 'a', outcome: 'error', fault: '', error: '', http_status: 0, started_at: '', deadline_ms: 0,
+    order: 0, candidate: 'a', outcome: 'error', fault: '', reason: '', error: '', http_status: 0, started_at: '', deadline_ms: 0,
     ttft_ms: 0, duration_ms: 0, cold: false, demoted: false, reading: null, ...p,
   };
 }
@@ -179,7 +179,21 @@ describe('Answer', () => {
     for (const a of attempts) expect(count(text, a.error)).toBe(1);
     expect(text).not.toContain('all candidates failed:');
     const lines = [...box.querySelectorAll('li')].map((li) => li.textContent);
-    expect(lines).toEqual(attempts.map((a) => `${a.candidate} ${a.error}`));
+    expect(lines).toEqual(attempts.map((a) => `${a.candidate}: ${a.error}`));
+  });
+
+  it('leads a failover notice with the plain reason, GPU demotion included, and keeps the raw error inside', async () => {
+    const served = att({ order: 0, candidate: 'llama3.2-3b', outcome: 'success', fault: '' });
+    const demoted = att({
+      order: 1, candidate: 'qwen3-8b', outcome: 'demoted', fault: '', demoted: true,
+      error: 'GPU 0 had 0.6 GiB free (below 1 GiB) (simulated)', reason: 'qwen3-8b: GPU 0 had 0.6 GiB free (below 1 GiB), tried last',
+    });
+    const record = rec({ status: 'ok', served_candidate: 'llama3.2-3b', is_fallback: true, attempts: [served, demoted] });
+    await show(<Answer turn={turn({ content: 'hi', record })} />);
+    const notice = root.querySelector('[data-testid=failover-notice]') as HTMLDetailsElement;
+    expect(notice.tagName).toBe('DETAILS');
+    expect(notice.querySelector('summary')!.textContent).toBe('↪ qwen3-8b: GPU 0 had 0.6 GiB free (below 1 GiB), tried last → served by llama3.2-3b');
+    expect(notice.querySelector('[data-testid=failover-raw]')!.textContent).toBe('qwen3-8b: GPU 0 had 0.6 GiB free (below 1 GiB) (simulated)');
   });
 
   it("shows the server's message until the record is there", async () => {
@@ -212,7 +226,7 @@ describe('Answer', () => {
     const progress = { requestId: 'r1', seq: 1, seenAt: 0, waits: [], failed: attempts, committed: null };
     await show(<Answer turn={turn({ phase: 'failed', error: message, record: null })} progress={progress} />);
     const box = root.querySelector('[data-testid=answer-error]')!;
-    expect([...box.querySelectorAll('li')].map((li) => li.textContent)).toEqual(attempts.map((a) => `${a.candidate} ${a.error}`));
+    expect([...box.querySelectorAll('li')].map((li) => li.textContent)).toEqual(attempts.map((a) => `${a.candidate}: ${a.error}`));
     expect(box.textContent).not.toContain('all candidates failed:');
   });
 });
@@ -240,7 +254,7 @@ describe('CandidateCard', () => {
   function cand(breaker: Partial<CandidateStatus['breaker']>): CandidateStatus {
     return {
       id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-      supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+      supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
       breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z', ...breaker },
     };
   }
@@ -250,7 +264,8 @@ describe('CandidateCard', () => {
     await show(card(cand({ state: 'open', failures: 0, remaining_ms: 12000 })));
     const text = root.textContent ?? '';
     expect(text).not.toMatch(/Failures in a row/i);
-    expect(text).toContain('Open since');
+    expect(text).toContain('Tripped since');
+    expect(root.querySelector('[data-testid=breaker-qwen3-8b]')!.textContent).toBe('tripped, cooling down');
     const fact = root.querySelector('[data-testid=breaker-fact-qwen3-8b]') as HTMLElement;
     expect(fact.title).toMatch(/tripped/);
     expect(root.querySelector('[data-testid=countdown-qwen3-8b]')!.textContent).toBe('12s');
@@ -260,19 +275,45 @@ describe('CandidateCard', () => {
     await show(card(cand({ state: 'closed', failures: 1 })));
     expect(root.querySelector('[data-testid=breaker-fact-qwen3-8b]')!.textContent).toBe('Failures in a row1');
     const badge = () => root.querySelector('[data-testid=breaker-qwen3-8b]') as HTMLElement;
-    expect(badge().title).toBe('Closed — healthy: requests go through.');
+    expect(badge().textContent).toBe('healthy');
+    expect(badge().title).toBe('Healthy (circuit breaker closed): requests go through.');
     await show(card(cand({ state: 'open', remaining_ms: 1000 })));
-    expect(badge().title).toBe('Open — tripped after repeated failures: skipped until the cool-down ends.');
+    expect(badge().title).toBe('Tripped (circuit breaker open) after repeated failures: skipped until the cool-down ends.');
     await show(card(cand({ state: 'half_open' })));
-    expect(badge().title).toBe('Half-open — cool-down over: the next request is a single trial.');
-    expect(root.textContent).toContain('Half-open since');
+    expect(badge().textContent).toBe('trying again');
+    expect(badge().title).toBe('Trying again (circuit breaker half-open): the cool-down is over and the next request is a single trial.');
+    expect(root.textContent).toContain('Trying again since');
+  });
+
+  it('an open breaker whose cool-down ran out reads as the half-open one: trying again', async () => {
+    await show(card(cand({ state: 'open', remaining_ms: 0 })));
+    const shown = () => ['.candidate-head', '.cooldown'].map((q) => root.querySelector(q)!.outerHTML).join('');
+    const open = shown();
+    expect(root.querySelector('[data-testid=breaker-qwen3-8b]')!.textContent).toBe('trying again');
+    expect(root.querySelector('[data-testid=trying-again-qwen3-8b]')!.textContent).toBe('Cool-down over: the next request is a single trial.');
+    expect(root.querySelector('[data-testid=countdown-qwen3-8b]')).toBeNull();
+    await show(card(cand({ state: 'half_open', remaining_ms: 0 })));
+    expect(shown()).toBe(open);
+  });
+
+  it('a server that does not answer, or lacks its model, is not "healthy"', async () => {
+    const dead = { ...cand({ state: 'closed' }), unreachable: 'connection refused', unreachable_since: '2026-05-14T18:41:00Z' };
+    await show(card(dead));
+    const badge = root.querySelector('[data-testid=breaker-qwen3-8b]') as HTMLElement;
+    expect(badge.textContent).toBe('unreachable');
+    expect(badge.title).toBe('Its server does not answer (connection refused). Circuit breaker: closed.');
+    expect(root.querySelector('[data-testid=server-problem-qwen3-8b]')!.textContent).toMatch(/^Unreachable since \d\d:41:00 \(connection refused\)$/);
+    const missing = { ...cand({ state: 'closed' }), config_error: 'http://127.0.0.1:1 does not serve model "qwen3:8b"' };
+    await show(card(missing));
+    expect(root.querySelector('[data-testid=breaker-qwen3-8b]')!.textContent).toBe('model missing');
+    expect(root.querySelector('[data-testid=server-problem-qwen3-8b]')!.textContent).toBe('Model not found: http://127.0.0.1:1 does not serve model "qwen3:8b"');
   });
 });
 
 describe('CandidateCard while a request waits on it', () => {
   const c: CandidateStatus = {
     id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z' },
   };
   const wait = { requestId: 'r1', candidate: 'qwen3-8b', order: 0, cold: false, deadlineMs: 8000, endsAt: 8000 };
@@ -297,14 +338,14 @@ describe('CandidateCard while a request waits on it', () => {
     expect(root.querySelector('[data-testid=breaker-cause-qwen3-8b]')!.textContent).toBe('trial failed: HTTP 500');
     const half = { ...c, breaker: { ...c.breaker, state: 'half_open' as const } };
     await show(<CandidateCard c={half} receivedAt={0} now={0} isDefault isDeep={false} />);
-    expect(root.querySelector('[data-testid=breaker-qwen3-8b]')!.textContent).toBe('half-open');
+    expect(root.querySelector('[data-testid=breaker-qwen3-8b]')!.textContent).toBe('trying again');
   });
 });
 
 describe('ChatScreen while the answer waits for its first token', () => {
   const cand = (id: string, priority: number): CandidateStatus => ({
     id, provider: 'ollama', url: '', model: id, priority, enabled: true, supports_thinking: false, embeds: false, embed_only: false,
-    busy_ms: 0, loading: false, config_error: '', in_flight: 0, slots: 0, deadline_ms: 8000, cold: false,
+    busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, in_flight: 0, slots: 0, deadline_ms: 8000, cold: false,
     ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '' },
   });

@@ -3,7 +3,7 @@ import type { Progress } from '../inflight';
 import { CopyButton } from '../ui/CopyButton';
 import { Markdown } from '../ui/Markdown';
 import type { Attempt, RequestRecord } from '../types';
-import { attemptWhy, failedAttempts, failoverSummary, firstTokenTime } from './failover';
+import { attemptReason, failedAttempts, failoverSummary, firstTokenTime, rawErrors } from './failover';
 import type { AnswerTurn } from './session';
 import { Waiting } from './Waiting';
 
@@ -79,12 +79,7 @@ export function Answer({ turn, progress = null, now = Date.now() }: Props) {
               {ttft.text}
             </span>
           )}
-          {fallback && (
-            <span class="failover-notice" data-testid="failover-notice" role="note">
-              <span aria-hidden="true">↪ </span>
-              {record ? failoverSummary(record) : `Failover — served by ${served}`}
-            </span>
-          )}
+          {fallback && <FailoverNotice record={record} served={served} />}
           <span class="meta-actions">
             {requestId && !live && (
               <a href={`#/history/${encodeURIComponent(requestId)}`} class="link small">
@@ -132,13 +127,44 @@ function FailureWords({ error, record, progress }: { error: string; record: Requ
   );
 }
 
-/** One line per attempt: the candidate and, in words, why it did not answer. */
+/**
+ * FailoverNotice says why another model answered, in plain words; the
+ * attempts' raw errors are inside, for those who open it.
+ */
+function FailoverNotice({ record, served }: { record: RequestRecord | null; served: string }) {
+  const raw = record ? rawErrors(record) : [];
+  const line = (
+    <>
+      <span aria-hidden="true">↪ </span>
+      {record ? failoverSummary(record) : `Failover — served by ${served}`}
+    </>
+  );
+  if (raw.length === 0) {
+    return (
+      <span class="failover-notice" data-testid="failover-notice" role="note">
+        {line}
+      </span>
+    );
+  }
+  return (
+    <details class="failover-notice" data-testid="failover-notice" role="note">
+      <summary>{line}</summary>
+      <ul class="failover-raw mono small" data-testid="failover-raw">
+        {raw.map((e, i) => (
+          <li key={i}>{e}</li>
+        ))}
+      </ul>
+    </details>
+  );
+}
+
+/** One line per attempt: in words, naming the candidate, why it did not answer; its raw error on hover. */
 function Reasons({ attempts }: { attempts: Attempt[] }) {
   return (
     <ul class="attempt-reasons">
       {attempts.map((a) => (
-        <li key={a.order}>
-          <span class="attempt-candidate">{a.candidate}</span> {attemptWhy(a)}
+        <li key={a.order} title={a.error || undefined}>
+          {attemptReason(a)}
         </li>
       ))}
     </ul>

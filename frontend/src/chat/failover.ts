@@ -8,30 +8,45 @@ export function attemptWhy(a: Attempt): string {
   return a.error || humanOutcome(a.outcome);
 }
 
-/** attemptReason is "candidate: why". */
+/**
+ * attemptReason is why an attempt did not serve, in plain words and naming
+ * its candidate ("qwen3-8b: GPU 0 had 0.6 GiB free (below 1 GiB), tried
+ * last"): the server's reason, else "candidate: why".
+ */
 export function attemptReason(a: Attempt): string {
-  return `${a.candidate}: ${attemptWhy(a)}`;
+  return a.reason || `${a.candidate}: ${attemptWhy(a)}`;
 }
 
 /**
  * failedAttempts are the attempts that did not serve the request, in order,
- * up to the one that served: candidates recorded after it (skipped or
- * demoted, their turn never came) did not stand in its way.
+ * up to the one that served, and the candidates demoted for GPU memory
+ * pressure after it: they were ahead of it until the demotion. Other
+ * candidates recorded after it (skipped, their turn never came) did not
+ * stand in its way.
  */
 export function failedAttempts(r: RequestRecord): Attempt[] {
   const sorted = [...(r.attempts ?? [])].sort((a, b) => a.order - b.order);
   const served = sorted.findIndex((a) => a.outcome === 'success');
-  return (served < 0 ? sorted : sorted.slice(0, served)).filter((a) => a.outcome !== 'hedge_lost');
+  const before = served < 0 ? sorted : sorted.slice(0, served);
+  const demoted = served < 0 ? [] : sorted.slice(served + 1).filter((a) => a.outcome === 'demoted');
+  return [...before, ...demoted].filter((a) => a.outcome !== 'hedge_lost');
 }
 
 /**
  * failoverSummary reads like "qwen3-8b: no first token in 2.1s → served by
- * llama3-vllm"; several failures are joined with "; ".
+ * llama3-vllm"; several reasons are joined with "; ".
  */
 export function failoverSummary(r: RequestRecord): string {
   const reasons = failedAttempts(r).map(attemptReason);
   const served = r.served_candidate ? `served by ${r.served_candidate}` : 'no candidate served';
   return reasons.length ? `${reasons.join('; ')} → ${served}` : served;
+}
+
+/** rawErrors are the failed attempts' own error texts, for those who open the notice: "qwen3-8b: upstream HTTP 503: busy". */
+export function rawErrors(r: RequestRecord): string[] {
+  return failedAttempts(r)
+    .filter((a) => a.error)
+    .map((a) => `${a.candidate}: ${a.error}`);
 }
 
 /** The time to first token as the answer's footer shows it: a short text and the words on hover. */

@@ -15,9 +15,16 @@ export function modelOptions(status: Status | null, served: string[], thinking: 
     if (!c.enabled || seen.has(c.id)) continue;
     seen.add(c.id);
     const notes: string[] = [];
-    if (c.breaker.state !== 'closed') notes.push(`breaker ${breakerLabel(c.breaker.state)}`);
+    if (c.breaker.state !== 'closed') notes.push(breakerLabel(c.breaker.state));
+    else if (c.unreachable) notes.push('unreachable');
+    else if (c.config_error) notes.push('model missing');
     if (thinking && !c.supports_thinking) notes.push('no thinking');
-    const title = c.breaker.state !== 'closed' ? `Circuit breaker: ${breakerHint(c.breaker.state)}` : undefined;
+    const title =
+      c.breaker.state !== 'closed'
+        ? breakerHint(c.breaker.state)
+        : c.unreachable
+          ? `Its server does not answer (${c.unreachable}).`
+          : c.config_error || undefined;
     out.push({ id: c.id, label: notes.length ? `${c.id} (${notes.join(', ')})` : c.id, ...(title ? { title } : {}) });
   }
   for (const id of served) {

@@ -3,7 +3,7 @@ import type { Wait } from '../inflight';
 import { Badge } from '../ui/Badge';
 import { Deadline } from '../ui/Deadline';
 import type { BreakerChange, CandidateStatus } from '../types';
-import { breakerFact, breakerHint, breakerLabel, breakerState, breakerTone } from './breaker';
+import { breakerFact, candidateBadge, serverProblem, shownState } from './breaker';
 
 interface Props {
   c: CandidateStatus;
@@ -22,8 +22,10 @@ interface Props {
 const LEARN_AFTER = 20;
 
 export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, waits = [], change }: Props) {
-  const state = breakerState(c.breaker.state);
   const cooldown = remainingAt(c.breaker.remaining_ms, receivedAt, now);
+  const state = shownState(c.breaker.state, cooldown);
+  const badge = candidateBadge(c, cooldown);
+  const problem = serverProblem(c);
   const busy = remainingAt(c.busy_ms, receivedAt, now);
   const ttft = c.ttft;
   const fact = breakerFact(c.breaker, change);
@@ -38,8 +40,8 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, waits = [
         <h3 id={`cand-${c.id}`} class="mono">
           {c.id}
         </h3>
-        <Badge tone={breakerTone(state)} testid={`breaker-${c.id}`} title={breakerHint(state)}>
-          {breakerLabel(state)}
+        <Badge tone={badge.tone} testid={`breaker-${c.id}`} title={badge.title}>
+          {badge.label}
         </Badge>
       </header>
       <div class="candidate-sub muted small">
@@ -66,26 +68,22 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, waits = [
         {!c.enabled && <Badge tone="muted">disabled</Badge>}
       </div>
 
-      {state === 'open' &&
-        (cooldown > 0 ? (
-          <p class="cooldown">
-            Cooling down — next trial in{' '}
-            <strong class="mono" data-testid={`countdown-${c.id}`}>
-              {formatCountdown(cooldown)}
-            </strong>
-          </p>
-        ) : (
-          <p class="cooldown">
-            Cool-down over (
-            <strong class="mono" data-testid={`countdown-${c.id}`}>
-              {formatCountdown(0)}
-            </strong>
-            ): the next request is a single trial.
-          </p>
-        ))}
-      {state === 'half_open' && (
+      {problem && (
+        <p class="note note-bad small" data-testid={`server-problem-${c.id}`}>
+          {problem}
+        </p>
+      )}
+      {state === 'open' && (
         <p class="cooldown">
-          {c.breaker.probing ? 'Trial request in flight: it decides whether the breaker closes.' : 'The next request is a single trial.'}
+          Cooling down — trying again in{' '}
+          <strong class="mono" data-testid={`countdown-${c.id}`}>
+            {formatCountdown(cooldown)}
+          </strong>
+        </p>
+      )}
+      {state === 'half_open' && (
+        <p class="cooldown" data-testid={`trying-again-${c.id}`}>
+          {c.breaker.probing ? 'Cool-down over: a trial request is in flight; it decides whether the breaker closes.' : 'Cool-down over: the next request is a single trial.'}
         </p>
       )}
 

@@ -1,5 +1,5 @@
 import { formatClock } from '../format';
-import type { Breaker, BreakerChange } from '../types';
+import type { Breaker, BreakerChange, CandidateStatus } from '../types';
 import type { BadgeTone } from '../ui/Badge';
 
 /** breakerState normalises the state name to closed | open | half_open. */
@@ -7,8 +7,22 @@ export function breakerState(s: string): string {
   return s.toLowerCase().replace(/[-\s]/g, '_');
 }
 
-/** breakerLabel is a state as words show it: closed, open, half-open. */
+/** breakerLabel is a state in the words people read right: healthy, tripped, trying again. */
 export function breakerLabel(s: string): string {
+  switch (breakerState(s)) {
+    case 'closed':
+      return 'healthy';
+    case 'open':
+      return 'tripped';
+    case 'half_open':
+      return 'trying again';
+    default:
+      return s;
+  }
+}
+
+/** technicalState is the circuit breaker's own name for a state: closed, open, half-open. */
+export function technicalState(s: string): string {
   return breakerState(s).replace('_', '-');
 }
 
@@ -25,18 +39,69 @@ export function breakerTone(s: string): BadgeTone {
   }
 }
 
-/** breakerHint says in plain words what a breaker state means, for a tooltip. */
+/** breakerHint says in plain words what a breaker state means, with its technical name, for a tooltip. */
 export function breakerHint(s: string): string {
   switch (breakerState(s)) {
     case 'closed':
-      return 'Closed — healthy: requests go through.';
+      return 'Healthy (circuit breaker closed): requests go through.';
     case 'open':
-      return 'Open — tripped after repeated failures: skipped until the cool-down ends.';
+      return 'Tripped (circuit breaker open) after repeated failures: skipped until the cool-down ends.';
     case 'half_open':
-      return 'Half-open — cool-down over: the next request is a single trial.';
+      return 'Trying again (circuit breaker half-open): the cool-down is over and the next request is a single trial.';
     default:
       return `Circuit breaker state ${s}.`;
   }
+}
+
+/**
+ * shownState is the state a card shows: an open breaker whose cool-down
+ * has run out is half-open in all but name (the breaker turns half-open
+ * when the next request asks it), so it reads "trying again" whichever of
+ * the two the last status said.
+ */
+export function shownState(s: string, cooldownLeftMs: number): string {
+  const st = breakerState(s);
+  return st === 'open' && cooldownLeftMs <= 0 ? 'half_open' : st;
+}
+
+/** A candidate's badge: the breaker's state, unless its server does not answer or lacks the model. */
+export interface CandidateBadge {
+  label: string;
+  tone: BadgeTone;
+  title: string;
+}
+
+/**
+ * candidateBadge is what a card's badge says: "unreachable" or "model
+ * missing" when the server can't serve (a closed breaker only means no
+ * request failed yet), else the breaker in words ("tripped, cooling down"
+ * while the countdown runs). The title adds the breaker's technical state.
+ */
+export function candidateBadge(c: CandidateStatus, cooldownLeftMs: number): CandidateBadge {
+  const st = shownState(c.breaker.state, cooldownLeftMs);
+  const technical = `Circuit breaker: ${technicalState(c.breaker.state)}.`;
+  if (st === 'closed' && c.unreachable) {
+    return { label: 'unreachable', tone: 'bad', title: `Its server does not answer (${c.unreachable}). ${technical}` };
+  }
+  if (st === 'closed' && c.config_error) {
+    return { label: 'model missing', tone: 'bad', title: `${c.config_error}. ${technical}` };
+  }
+  const label = st === 'open' ? 'tripped, cooling down' : breakerLabel(st);
+  return { label, tone: breakerTone(st), title: breakerHint(st) };
+}
+
+/**
+ * serverProblem says in a line why a candidate's server can't serve:
+ * "Unreachable since 18:41:07 (connection refused)", or its model is
+ * missing; null while it answers.
+ */
+export function serverProblem(c: CandidateStatus): string | null {
+  if (c.unreachable) {
+    const since = c.unreachable_since ? ` since ${formatClock(c.unreachable_since)}` : '';
+    return `Unreachable${since} (${c.unreachable})`;
+  }
+  if (c.config_error) return `Model not found: ${c.config_error}`;
+  return null;
 }
 
 /** A term of a candidate card's facts, with the words shown on hover. */
@@ -64,7 +129,7 @@ export function breakerFact(b: Breaker, change?: BreakerChange): BreakerFact {
       const afterTrial = seen !== null && breakerState(seen.from) === 'half_open';
       const why = seen?.cause ? `${afterTrial ? 'trial failed' : 'last failure'}: ${seen.cause}` : '';
       return {
-        term: 'Open since',
+        term: 'Tripped since',
         value: formatClock(b.since),
         detail: why,
         hint:
@@ -77,7 +142,7 @@ export function breakerFact(b: Breaker, change?: BreakerChange): BreakerFact {
     }
     case 'half_open':
       return {
-        term: 'Half-open since',
+        term: 'Trying again since',
         value: formatClock(b.since),
         detail: '',
         hint: 'When the cool-down ended. One trial request decides: success closes the breaker, failure opens it again.',

@@ -1,3 +1,4 @@
+import { failoverSummary, rawErrors } from '../chat/failover';
 import { failureSummary, formatDateTime, formatMs, formatTokens, humanOutcome, humanStatus } from '../format';
 import { layoutTimeline } from '../timeline';
 import { Badge } from '../ui/Badge';
@@ -63,6 +64,11 @@ export function Timeline({ r, onClose }: { r: RequestRecord; onClose(): void }) 
           </dd>
         </div>
       </dl>
+      {r.is_fallback && (
+        <p class="note small" data-testid="timeline-reason" title={rawErrors(r).join('\n') || undefined}>
+          ↪ {failoverSummary(r)}
+        </p>
+      )}
       {r.error && (
         <p class="note note-bad small" data-testid="timeline-error">
           {summary || r.error}
