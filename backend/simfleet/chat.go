@@ -39,6 +39,7 @@ type request struct {
 	think        bool // the caller asked for reasoning
 	includeUsage bool // OpenAI stream_options.include_usage
 	promptTokens int
+	prompt       string // the last message's text
 	op           op
 	unloadAfter  bool // Ollama keep_alive 0 with a prompt: unload once answered
 
@@ -355,7 +356,7 @@ func (s *Server) plan(x *exchange, d dialect) []token {
 	case req.kind == kindGenerate && req.suffix != "":
 		content = s.InfillTokens(req.model)
 	default:
-		content = s.AnswerTokens(req.model)
+		content = s.answerTokens(req.model, req.prompt)
 	}
 	for _, t := range content {
 		toks = append(toks, token{text: t})

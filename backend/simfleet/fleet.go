@@ -63,9 +63,10 @@ func StartFleet(members []Member) (*Fleet, error) {
 // the embedding model nomic-embed-text (768 dimensions) and qwen3-32b-vllm
 // serves Qwen/Qwen3-Embedding-0.6B (1024 dimensions). llama3.2-3b is an
 // older Ollama whose tool calls carry no id (Config.LegacyToolCalls), so
-// that clients meet what Switchyard makes of that.
+// that clients meet what Switchyard makes of that. Each answers a few
+// topics at length, in markdown (Config.Topics).
 func DemoMembers() []Member {
-	return []Member{
+	members := []Member{
 		{ID: "qwen3-8b", Priority: 1, Config: Config{
 			Provider: fleet.ProviderOllama,
 			Models: []Model{
@@ -100,6 +101,10 @@ func DemoMembers() []Member {
 			TTFT: 300 * time.Millisecond, TokenGap: 30 * time.Millisecond,
 		}},
 	}
+	for i := range members {
+		members[i].Config.Topics = true // the demo shows long and formatted answers
+	}
+	return members
 }
 
 // StartDemo starts the demo fleet of DemoMembers.

@@ -135,6 +135,9 @@ func (ollamaChat) parse(body []byte) (request, *httpError) {
 		contents[i] = m.Content
 	}
 	req.promptTokens = promptTokens(contents)
+	if len(contents) > 0 {
+		req.prompt = contents[len(contents)-1]
+	}
 	switch {
 	case len(in.Messages) == 0 && keepAliveZero(in.KeepAlive):
 		req.op, req.stream = opUnload, false

@@ -249,6 +249,9 @@ func (d openaiChat) parse(body []byte) (request, *httpError) {
 		promptTokens: promptTokens(contents),
 		tools:        chosen(tools(in.Tools), in.ToolChoice),
 	}
+	if n := len(contents); n > 0 {
+		req.prompt = contents[n-1]
+	}
 	if n := len(in.Messages); n > 0 && (in.Messages[n-1].Role == "tool" || in.Messages[n-1].Role == "function") {
 		req.toolResult = &contents[n-1]
 	}

@@ -115,6 +115,12 @@ type Config struct {
 	// OllamaLegacyVersion. By default a call has an id, as in 0.17.4.
 	// Ollama's /v1 always gives ids.
 	LegacyToolCalls bool
+	// Topics makes the server answer a prompt on a few topics (circuit
+	// breakers, a Go function, slow models) with a longer markdown text,
+	// lists and code blocks among it, after its usual lead; every other
+	// prompt gets its Answer. The demo fleet's servers have it, so the
+	// demo shows what long and formatted answers look like.
+	Topics bool
 }
 
 // DefaultParallel is the Parallel of a simulated server by default.
