@@ -99,8 +99,89 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     assert.match(await answer.getByTestId('served-model').innerText(), /llama3\.2-3b/);
     const notice = answer.getByTestId('failover-notice');
     await notice.waitFor({ timeout: 10_000 });
-    assert.match(await notice.innerText(), /qwen3-8b.*llama3\.2-3b/s);
+    assert.match(await notice.innerText(), /^↪ qwen3-8b failed before its first token → served by llama3\.2-3b/);
+    // The raw error is inside, for those who open it.
+    await notice.locator('summary').click();
+    assert.match(await notice.getByTestId('failover-raw').innerText(), /^qwen3-8b: /);
     await shot(page, 'ui-chat-failover');
+  });
+
+  test('a GPU demotion says why in the chat, the timeline and the X-Switchyard-Fallback-Reason header', async (t) => {
+    const { server, page } = await open(t);
+    await setFault(server, 'qwen3-8b', 'vram_pressure');
+    for (let i = 0; !(await candidateStatus(server, 'qwen3-8b')).demoted; i++) {
+      assert.ok(i < 100, 'qwen3-8b is demoted');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const why = 'qwen3-8b: GPU 0 had 0.6 GiB free (below 1 GiB) (simulated), tried last';
+    // Apps get it too, in one line beside X-Switchyard-Fallback.
+    const res = await fetch(server.url + '/v1/chat/completions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'auto', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    await res.text();
+    assert.equal(res.headers.get('x-switchyard-fallback'), 'true');
+    assert.equal(res.headers.get('x-switchyard-served-model'), 'llama3.2-3b');
+    assert.equal(res.headers.get('x-switchyard-fallback-reason'), why);
+
+    await ask(page, 'Which GPU?');
+    await page.locator('[data-testid=answer][data-phase=done]').waitFor({ timeout: 15_000 });
+    const notice = page.getByTestId('answer').last().getByTestId('failover-notice');
+    await page.waitForFunction((w) => document.querySelector('[data-testid=failover-notice]')?.textContent?.includes(w), why, { timeout: 10_000 });
+    assert.equal((await notice.locator('summary').innerText()).trim(), `↪ ${why} → served by llama3.2-3b`);
+    await shot(page, 'ui-chat-gpu-demotion');
+    await page.getByTestId('answer').last().getByRole('link', { name: 'Timeline' }).click();
+    const reason = page.getByTestId('timeline-reason');
+    await reason.waitFor({ timeout: 10_000 });
+    assert.equal((await reason.innerText()).trim(), `↪ ${why} → served by llama3.2-3b`);
+    await shotOf(page.getByTestId('timeline'), 'ui-history-gpu-demotion');
+  });
+
+  test('a server that does not answer is said on its card, not shown healthy', async (t) => {
+    const { server, page } = await open(t, { viewport: WINDOW });
+    await setFault(server, 'mistral-7b-llamacpp', 'refuse');
+    await page.getByTestId('nav-fleet').click();
+    const badge = page.getByTestId('breaker-mistral-7b-llamacpp');
+    // The next poll of its server (within the poll interval, 5 s) finds it gone.
+    await page.waitForFunction(() => document.querySelector('[data-testid=breaker-mistral-7b-llamacpp]')?.textContent?.trim() === 'unreachable', null, { timeout: 15_000 });
+    assert.match(await badge.getAttribute('title'), /^Its server does not answer \(connection refused\)\. Circuit breaker: closed\.$/);
+    assert.match(await page.getByTestId('server-problem-mistral-7b-llamacpp').innerText(), /^Unreachable since \d\d:\d\d:\d\d \(connection refused\)$/);
+    assert.equal((await page.getByTestId('breaker-qwen3-8b').innerText()).trim(), 'healthy');
+    await shotOf(page.getByTestId('candidate-mistral-7b-llamacpp'), 'ui-fleet-unreachable-card');
+    await shotWindow(page, 'ui-fleet-unreachable');
+    await setFault(server, 'mistral-7b-llamacpp', 'healthy');
+    await page.waitForFunction(() => document.querySelector('[data-testid=breaker-mistral-7b-llamacpp]')?.textContent?.trim() === 'healthy', null, { timeout: 45_000 });
+    assert.equal(await page.getByTestId('server-problem-mistral-7b-llamacpp').count(), 0);
+  });
+
+  test('a suggestion sends; a long answer with code streams; Enter while it streams says why; a reload keeps the chat', async (t) => {
+    const { page } = await open(t, { viewport: WINDOW });
+    await page.locator('.suggestion', { hasText: 'Go function' }).click();
+    const answer = page.getByTestId('answer').last();
+    await answer.locator('[data-testid=answer-content]').filter({ hasText: 'qwen3-8b here' }).waitFor({ timeout: 10_000 });
+    assert.equal(await page.getByTestId('question').locator('.msg-text').innerText(), 'Write a Go function that reverses a string, with a test.');
+    await page.getByTestId('prompt').fill('And in Rust?');
+    await page.getByTestId('prompt').press('Enter');
+    const hint = page.getByTestId('busy-hint');
+    await hint.waitFor({ timeout: 2_000 });
+    assert.match(await hint.innerText(), /^An answer is still coming: your message waits in the box/);
+    assert.equal(await page.getByTestId('prompt').inputValue(), 'And in Rust?');
+    await shotWindow(page, 'ui-chat-enter-while-streaming');
+    await page.locator('[data-testid=answer][data-phase=done]').waitFor({ timeout: 30_000 });
+    await hint.waitFor({ state: 'detached', timeout: 2_000 });
+    const code = answer.locator('pre code');
+    assert.equal(await code.count(), 2, 'two Go code blocks');
+    assert.match(await code.first().innerText(), /^package reverse\n\n\/\/ Reverse returns s/);
+    await shotWindow(page, 'ui-chat-code-answer');
+
+    await page.reload();
+    await page.getByTestId('prompt').waitFor();
+    await page.getByTestId('question').first().waitFor({ timeout: 5_000 });
+    assert.equal(await page.getByTestId('question').count(), 1);
+    assert.equal(await page.locator('[data-testid=answer] pre code').count(), 2, 'the answer is back after the reload');
+    assert.match(await page.getByTestId('served-model').innerText(), /qwen3-8b/);
+    await shotWindow(page, 'ui-chat-after-reload');
   });
 
   test('Stop aborts the stream upstream and history says client_abort', async (t) => {
@@ -129,8 +210,8 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     }
     await page.getByTestId('nav-fleet').click();
     const badge = page.getByTestId('breaker-qwen3-8b');
-    await page.waitForFunction(() => document.querySelector('[data-testid=breaker-qwen3-8b]')?.textContent?.trim() === 'open', null, { timeout: 5_000 });
-    assert.equal((await badge.innerText()).trim(), 'open');
+    await page.waitForFunction(() => document.querySelector('[data-testid=breaker-qwen3-8b]')?.textContent?.trim() === 'tripped, cooling down', null, { timeout: 5_000 });
+    assert.equal((await badge.innerText()).trim(), 'tripped, cooling down');
     const countdown = page.getByTestId('countdown-qwen3-8b');
     const first = await countdown.innerText();
     await page.waitForFunction((before) => document.querySelector('[data-testid=countdown-qwen3-8b]')?.textContent !== before, first, { timeout: 5_000 });
@@ -140,12 +221,13 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     // The breaker zeroes its failure count when it opens: the card says since when instead.
     const card = page.getByTestId('candidate-qwen3-8b');
     assert.doesNotMatch(await card.innerText(), /failures in a row/i);
-    assert.match(await page.getByTestId('breaker-fact-qwen3-8b').innerText(), /open since\s+\d\d:\d\d:\d\d/i);
+    assert.match(await page.getByTestId('breaker-fact-qwen3-8b').innerText(), /tripped since\s+\d\d:\d\d:\d\d/i);
     // ... and what tripped it, seen live as it opened.
     assert.equal(await page.getByTestId('breaker-cause-qwen3-8b').innerText(), 'last failure: HTTP 500');
     assert.match(await page.getByTestId('breaker-fact-qwen3-8b').getAttribute('title'), /tripped after failures in a row/);
-    assert.match(await badge.getAttribute('title'), /tripped after repeated failures/);
-    assert.match(await page.getByTestId('breaker-llama3.2-3b').getAttribute('title'), /healthy: requests go through/);
+    assert.match(await badge.getAttribute('title'), /^Tripped \(circuit breaker open\) after repeated failures/);
+    assert.equal((await page.getByTestId('breaker-llama3.2-3b').innerText()).trim(), 'healthy');
+    assert.match(await page.getByTestId('breaker-llama3.2-3b').getAttribute('title'), /^Healthy \(circuit breaker closed\): requests go through/);
     await page.getByTestId('gpu-panel').waitFor();
     await shot(page, 'ui-fleet-breaker-open');
   });
@@ -164,6 +246,7 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     assert.equal(await bars.count(), 2, 'one bar per attempt');
     assert.equal(await bars.nth(0).getAttribute('data-outcome'), 'error');
     assert.equal(await bars.nth(1).getAttribute('data-outcome'), 'success');
+    assert.match(await page.getByTestId('timeline-reason').innerText(), /^↪ qwen3-8b failed before its first token → served by llama3\.2-3b$/);
     await shot(page, 'ui-history-timeline');
   });
 
@@ -347,7 +430,7 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     assert.ok(full[1] >= 95, `GPU 0 is nearly full: ${full[1]}%`);
     assert.deepEqual(rest, [['ok', 38], ['ok', 38], ['ok', 38]]);
     await panel.getByTestId('gpu-demoted-qwen3-8b').waitFor({ timeout: 5_000 });
-    assert.match(await panel.getByTestId('gpu-demoted-qwen3-8b').innerText(), /qwen3-8b demoted.*free 0\.6 GiB/);
+    assert.match(await panel.getByTestId('gpu-demoted-qwen3-8b').innerText(), /qwen3-8b demoted.*GPU 0 had 0\.6 GiB free/);
     await page.getByTestId('demoted-qwen3-8b').waitFor();
     await shotOf(panel, 'ui-gpu-pressure');
     await shotWindow(page, 'ui-fleet-gpu-pressure');
@@ -417,11 +500,12 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     await setFault(server, 'qwen3-32b-vllm', 'status:503');
     await setFault(server, 'mistral-7b-llamacpp', 'hang_first_token');
 
-    const ready = { chat: '[data-testid=answer]', fleet: '[data-testid=candidate-qwen3-8b]', history: '[data-testid=history-row]', settings: '[data-testid=config-yaml]' };
+    const ready = { chat: '[data-testid=answer]', fleet: '[data-testid=candidate-qwen3-8b]', history: '[data-testid=history-row]', timeline: '[data-testid=timeline]', settings: '[data-testid=config-yaml]' };
     for (const size of [WINDOW, SMALL]) {
       await page.setViewportSize(size);
       for (const [screen, sel] of Object.entries(ready)) {
-        await page.getByTestId(`nav-${screen}`).click();
+        if (screen === 'timeline') await page.getByTestId('history-row').first().click();
+        else await page.getByTestId(`nav-${screen}`).click();
         await page.locator(sel).first().waitFor({ timeout: 10_000 });
         if (screen === 'chat') await page.getByTestId('fault-active').waitFor({ timeout: 10_000 });
         await page.waitForTimeout(300);
@@ -443,6 +527,13 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
             }
             const r = el.getBoundingClientRect();
             if (!clipped && r.width > 0 && r.right > right) out.push(`${el.tagName.toLowerCase()}.${el.className} ends ${Math.round(r.right - right)}px past the edge`);
+            // A box that scrolls or clips sideways hides what runs past its edge: a table's
+            // columns, a timeline's bars. Only code (which scrolls by design) and text cut
+            // with an ellipsis (whole on hover) may.
+            const cs = getComputedStyle(el);
+            const code = el.closest('pre, code, .u-wrap, .uplot');
+            if (!code && cs.overflowX !== 'visible' && cs.textOverflow !== 'ellipsis' && el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1)
+              out.push(`${el.tagName.toLowerCase()}.${el.className} hides ${el.scrollWidth - el.clientWidth}px sideways`);
           }
           // A screen head's parts side by side, not on top of each other.
           const head = [...main.querySelectorAll('.screen-head > *')].map((e) => e.getBoundingClientRect()).filter((r) => r.width > 0);

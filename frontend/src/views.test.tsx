@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Client } from './api';
 import { Answer } from './chat/Answer';
 import { ChatScreen } from './chat/ChatScreen';
-import { ChatSession, type AnswerTurn } from './chat/session';
+import { CHAT_KEY, ChatSession, type AnswerTurn, type TurnStore } from './chat/session';
 import { FaultPanel } from './demo/FaultPanel';
 import { CandidateCard } from './fleet/CandidateCard';
 import { GpuPanel } from './fleet/GpuPanel';
@@ -363,7 +363,7 @@ describe('ChatScreen while the answer waits for its first token', () => {
         }),
     } as unknown as Client;
     const live = new LiveStore(client);
-    const session = new ChatSession(client, live);
+    const session = new ChatSession(client, live, null);
     const event = (e: LiveEvent) => act(() => live.apply(e, Date.now()));
     await event({ type: 'status', data: status });
     // Another client's request, started before the question: not this answer's.
@@ -453,5 +453,74 @@ describe('SettingsScreen', () => {
     );
     await act(() => live.apply({ type: 'status', data: { ...st, listen: '127.0.0.1:8484', listen_taken: '' } }, 1));
     expect(root.querySelector('[data-testid=settings-listen-why]')).toBeNull();
+  });
+});
+
+describe('Chat across reloads and while an answer streams', () => {
+  /** A Storage that lives in the test. */
+  function memoryStore(): TurnStore & { data: Map<string, string> } {
+    const data = new Map<string, string>();
+    return { data, getItem: (k) => data.get(k) ?? null, setItem: (k, v) => void data.set(k, v), removeItem: (k) => void data.delete(k) };
+  }
+  /** A client whose chats stream until the test ends them, or answer at once. */
+  function chatClient() {
+    const ends: Array<() => void> = [];
+    const prompts: string[] = [];
+    const client = {
+      models: () => Promise.resolve({ object: 'list', data: [] }),
+      requestWhenRecorded: () => new Promise(() => {}),
+      chat: (req: { messages: { content: string }[] }, _signal: AbortSignal, h: { onContent(c: string): void }) =>
+        new Promise((resolve) => {
+          prompts.push(req.messages.at(-1)!.content);
+          h.onContent('Hi there.');
+          ends.push(() => resolve({ finished: true }));
+        }),
+    } as unknown as Client;
+    return { client, ends, prompts };
+  }
+
+  it('keeps the conversation, and an answer cut by the reload reads as stopped', async () => {
+    const store = memoryStore();
+    const { client, ends } = chatClient();
+    const live = new LiveStore(client);
+    const first = new ChatSession(client, live, store);
+    const done = first.send('Hello', 'auto', false);
+    await settle();
+    ends[0]!();
+    await done;
+    void first.send('Tell me more', 'auto', false);
+    await settle();
+    // The page goes away while the second answer streams.
+    const again = new ChatSession(client, live, store);
+    expect(again.turns.map((t) => (t.kind === 'user' ? t.text : `${t.phase}: ${t.content}`))).toEqual([
+      'Hello', 'done: Hi there.', 'Tell me more', 'stopped: ',
+    ]);
+    await show(<ChatScreen client={client} live={live} session={again} />);
+    expect([...root.querySelectorAll('[data-testid=question]')].map((q) => q.textContent)).toEqual(['YouHello', 'YouTell me more']);
+    again.clear();
+    expect(store.data.has(CHAT_KEY)).toBe(false);
+  });
+
+  it('says why Enter sends nothing while an answer streams, and sends a suggestion as it is', async () => {
+    const { client, ends, prompts } = chatClient();
+    const live = new LiveStore(client);
+    live.apply({ type: 'status', data: { demo: false, default_model: 'a', candidates: [] } as unknown as Status }, 0);
+    const session = new ChatSession(client, live, null);
+    await show(<ChatScreen client={client} live={live} session={session} />);
+    (root.querySelector('.suggestion') as HTMLButtonElement).click();
+    await settle();
+    expect(prompts).toEqual(['Explain a circuit breaker in two sentences.']);
+    const box = root.querySelector('[data-testid=prompt]') as HTMLTextAreaElement;
+    await act(() => {
+      box.value = 'And another thing';
+      box.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    await act(() => void box.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', bubbles: true })));
+    expect(root.querySelector('[data-testid=busy-hint]')!.textContent).toMatch(/^An answer is still coming: your message waits in the box/);
+    expect(prompts).toHaveLength(1);
+    expect(box.value).toBe('And another thing');
+    await act(async () => ends[0]!());
+    await settle();
+    expect(root.querySelector('[data-testid=busy-hint]')).toBeNull();
   });
 });

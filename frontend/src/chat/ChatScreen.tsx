@@ -101,8 +101,11 @@ export function ChatScreen({ client, live, session }: Props) {
     setText('');
   };
 
+  // A suggestion is sent as it is.
   const suggest = (t: string) => {
-    setText(t);
+    if (session.busy) return;
+    stick.current = true;
+    void session.send(t, effectiveModel, thinking);
     input.current?.focus();
   };
 

@@ -1,4 +1,4 @@
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Ref } from 'preact';
 
 export interface ModelOption {
@@ -34,10 +34,17 @@ export function Composer(p: Props) {
     ta.style.height = `${ta.scrollHeight}px`;
   }, [p.text]);
 
+  // Enter while an answer streams sends nothing: say so, until it ends.
+  const [held, setHeld] = useState(false);
+  useEffect(() => {
+    if (!p.busy) setHeld(false);
+  }, [p.busy]);
+
   const onKeyDown = (e: KeyboardEvent) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       if (!p.busy) p.onSend();
+      else if (p.text.trim()) setHeld(true);
     } else if (e.key === 'Escape' && p.busy) {
       e.preventDefault();
       p.onStop();
@@ -78,7 +85,13 @@ export function Composer(p: Props) {
           <span class="switch-track" aria-hidden="true" />
           <span>Thinking</span>
         </label>
-        <span class="hint muted small">Enter to send · Shift+Enter for a new line · Esc to stop</span>
+        {held ? (
+          <span class="hint note-warn small" role="status" data-testid="busy-hint">
+            An answer is still coming: your message waits in the box. Send it when the answer ends, or press Esc to stop it.
+          </span>
+        ) : (
+          <span class="hint muted small">Enter to send · Shift+Enter for a new line · Esc to stop</span>
+        )}
       </div>
       <div class="composer-row">
         <label class="sr-only" for="prompt">

@@ -41,6 +41,22 @@ export interface AnswerTurn {
 
 export type Turn = UserTurn | AnswerTurn;
 
+/** Where the conversation is kept, so that it survives a reload. */
+export const CHAT_KEY = 'switchyard.chat.turns';
+/** The most turns kept: the oldest go first. */
+export const MAX_KEPT_TURNS = 100;
+
+/** The part of Storage a session keeps its conversation in. */
+export type TurnStore = Pick<Storage, 'getItem' | 'setItem' | 'removeItem'>;
+
+function localTurns(): TurnStore | null {
+  try {
+    return typeof localStorage === 'undefined' ? null : localStorage;
+  } catch {
+    return null; // storage disabled
+  }
+}
+
 export class ChatSession {
   turns: Turn[] = [];
   busy = false;
@@ -50,10 +66,40 @@ export class ChatSession {
   private listeners = new Set<() => void>();
   private scheduled = false;
 
+  /**
+   * A session starts with the conversation kept in store (localStorage by
+   * default): an answer that was still coming when the page went away
+   * reads as stopped.
+   */
   constructor(
     private readonly client: Client,
     private readonly live: LiveStore,
-  ) {}
+    private readonly store: TurnStore | null = localTurns(),
+  ) {
+    this.turns = this.restore();
+    this.seq = this.turns.reduce((m, t) => Math.max(m, t.key), 0);
+  }
+
+  private restore(): Turn[] {
+    try {
+      const raw = this.store?.getItem(CHAT_KEY);
+      const turns = raw ? (JSON.parse(raw) as Turn[]) : [];
+      if (!Array.isArray(turns)) return [];
+      return turns.map((t) => (t.kind === 'answer' && (t.phase === 'waiting' || t.phase === 'streaming') ? { ...t, phase: 'stopped' } : t));
+    } catch {
+      return [];
+    }
+  }
+
+  /** keep writes the conversation to the store; a full or disabled store keeps nothing. */
+  private keep(): void {
+    try {
+      if (this.turns.length === 0) this.store?.removeItem(CHAT_KEY);
+      else this.store?.setItem(CHAT_KEY, JSON.stringify(this.turns.slice(-MAX_KEPT_TURNS)));
+    } catch {
+      // quota or storage disabled: the conversation lives in this page only
+    }
+  }
 
   subscribe(fn: () => void): () => void {
     this.listeners.add(fn);
@@ -169,7 +215,7 @@ export class ChatSession {
     this.scheduled = true;
     const flush = () => {
       this.scheduled = false;
-      this.notifyNow();
+      this.notifyNow(false);
     };
     if (typeof requestAnimationFrame === 'function' && typeof document !== 'undefined' && !document.hidden) {
       requestAnimationFrame(flush);
@@ -178,7 +224,9 @@ export class ChatSession {
     }
   }
 
-  private notifyNow(): void {
+  /** notifyNow tells the views; with keep (at each change of phase, not at every token) it writes the conversation too. */
+  private notifyNow(keep = true): void {
+    if (keep) this.keep();
     for (const fn of this.listeners) fn();
   }
 }

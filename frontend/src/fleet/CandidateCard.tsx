@@ -32,7 +32,7 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, waits = [
   const next = waits[0];
   return (
     <article
-      class={`card candidate state-${state} ${c.enabled ? '' : 'disabled'}`}
+      class={`card candidate state-${state} ${problem ? 'server-down' : ''} ${c.enabled ? '' : 'disabled'}`}
       data-testid={`candidate-${c.id}`}
       aria-labelledby={`cand-${c.id}`}
     >
