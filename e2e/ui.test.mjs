@@ -302,6 +302,9 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     const path = page.getByTestId('config-path');
     await path.waitFor();
     assert.equal(await path.getAttribute('title'), long, 'the whole path on hover');
+    // The demo's server URLs are marked: they will not work if copied.
+    assert.equal(await page.getByTestId('yaml-demo-line').count(), 6, 'one url line per demo candidate');
+    assert.match(await page.getByTestId('demo-values-note').innerText(), /exist only while it runs/);
     assert.equal((await path.innerText()).replace(/\s+/g, ''), long);
     for (const width of [1280, 900]) {
       await page.setViewportSize({ width, height: 860 });
@@ -421,6 +424,11 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
       gauges.evaluateAll((gs) => gs.map((g) => [g.dataset.tone, Number(g.querySelector('[role=meter]').getAttribute('aria-valuenow'))]));
     assert.deepEqual(await readings(), [['ok', 38], ['ok', 38], ['ok', 38], ['ok', 38]], '9 GiB of 24 GiB each');
     assert.match(await panel.innerText(), /9\.0 GiB \/ 24\.0 GiB/);
+    // Each GPU names the models on it, and draws its memory over time once it has a few readings.
+    assert.equal(await panel.getByTestId('gpu-models-0').innerText(), 'Models on it: qwen3:8b, nomic-embed-text:latest');
+    assert.equal(await panel.getByTestId('gpu-models-1').innerText(), 'Models on it: llama3.2:3b');
+    await panel.locator('[data-testid=gpu-history-0] polyline').waitFor({ state: 'attached', timeout: 15_000 });
+    assert.match(await panel.getByTestId('gpu-history-0').innerText(), /^Memory used, last \d+ min · peak 9\.0 GiB$/);
     await shotOf(panel, 'ui-gpu-simulated');
 
     await page.getByTestId('preset-gpu-memory-pressure-on-qwen3-8b').click();
@@ -434,6 +442,31 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     await page.getByTestId('demoted-qwen3-8b').waitFor();
     await shotOf(panel, 'ui-gpu-pressure');
     await shotWindow(page, 'ui-fleet-gpu-pressure');
+  });
+
+  test("Fleet's activity feed starts from the recent history, not 'Quiet so far'", async (t) => {
+    const { server, page } = await open(t, { viewport: WINDOW });
+    for (const model of ['auto', 'llama3.2-3b']) {
+      await fetch(server.url + '/v1/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+      }).then((r) => r.text());
+    }
+    for (let i = 0; ; i++) {
+      const { requests } = await (await fetch(server.url + '/switchyard/v1/requests?limit=5')).json();
+      if (requests.length >= 2) break;
+      assert.ok(i < 100, 'both requests are recorded');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await page.reload();
+    await page.getByTestId('nav-fleet').click();
+    const feed = page.getByTestId('activity-feed');
+    await page.waitForFunction(() => (document.querySelector('[data-testid=activity-feed]')?.textContent ?? '').includes('ok by llama3.2-3b'), null, { timeout: 10_000 });
+    const text = await feed.innerText();
+    assert.doesNotMatch(text, /Quiet so far/);
+    assert.match(text, /ok by qwen3-8b/);
+    await shotOf(feed, 'ui-fleet-activity-from-history');
   });
 
   test('the window says where the API listens, and why not on the address it wanted', async (t) => {
@@ -497,9 +530,21 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     // Something on every screen: an answer, two broken servers (the Chat header names them), history.
     await ask(page, 'Hello');
     await page.locator('[data-testid=answer][data-phase=done]').waitFor({ timeout: 15_000 });
+    // History's widest rows: the longest candidate name, and a fallback whose timeline says an error.
+    const chat = (model) =>
+      fetch(server.url + '/v1/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+      }).then((r) => r.text());
+    await chat('mistral-7b-llamacpp');
+    await setFault(server, 'qwen3-8b', 'status:500');
+    await chat('auto');
+    await setFault(server, 'qwen3-8b', 'healthy');
     await setFault(server, 'qwen3-32b-vllm', 'status:503');
     await setFault(server, 'mistral-7b-llamacpp', 'hang_first_token');
 
+    const found = {};
     const ready = { chat: '[data-testid=answer]', fleet: '[data-testid=candidate-qwen3-8b]', history: '[data-testid=history-row]', timeline: '[data-testid=timeline]', settings: '[data-testid=config-yaml]' };
     for (const size of [WINDOW, SMALL]) {
       await page.setViewportSize(size);
@@ -528,11 +573,11 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
             const r = el.getBoundingClientRect();
             if (!clipped && r.width > 0 && r.right > right) out.push(`${el.tagName.toLowerCase()}.${el.className} ends ${Math.round(r.right - right)}px past the edge`);
             // A box that scrolls or clips sideways hides what runs past its edge: a table's
-            // columns, a timeline's bars. Only code (which scrolls by design) and text cut
+            // columns, a timeline's bars, the config's long lines. Only an answer's code blocks (which scroll by design) and text cut
             // with an ellipsis (whole on hover) may.
             const cs = getComputedStyle(el);
-            const code = el.closest('pre, code, .u-wrap, .uplot');
-            if (!code && cs.overflowX !== 'visible' && cs.textOverflow !== 'ellipsis' && el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1)
+            const code = el.closest('.code-block, .u-wrap, .uplot');
+            if (!code && !el.matches('.sr-only') && cs.overflowX !== 'visible' && cs.textOverflow !== 'ellipsis' && el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1)
               out.push(`${el.tagName.toLowerCase()}.${el.className} hides ${el.scrollWidth - el.clientWidth}px sideways`);
           }
           // A screen head's parts side by side, not on top of each other.
@@ -545,9 +590,10 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
           if (!main.innerText.trim()) out.push('the screen is blank');
           return out.slice(0, 8);
         });
-        assert.deepEqual(problems, [], `${screen} at ${size.width}×${size.height}`);
+        if (problems.length) found[`${screen} at ${size.width}×${size.height}`] = problems;
         await shotWindow(page, `ui-screen-${screen}-${size.width}x${size.height}`);
       }
     }
+    assert.deepEqual(found, {}, 'every screen at every size shows all it has');
   });
 });

@@ -2,6 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
 	"testing"
 
 	"github.com/switchyard/switchyard/backend/fleet"
@@ -43,5 +47,26 @@ func TestFallbackReasonHeader(t *testing.T) {
 	w := do(s, "POST", "/v1/chat/completions", `{"model":"second","messages":[{"role":"user","content":"hi"}]}`, nil)
 	if _, set := w.Header()["X-Switchyard-Fallback-Reason"]; set || w.Header().Get("X-Switchyard-Fallback") != "false" {
 		t.Errorf("first choice served: headers %v; want no fallback reason", w.Header())
+	}
+}
+
+// POST config/write answers the path, 409 for a file that exists, 404 for
+// nothing to write.
+func TestWriteConfigAnswers(t *testing.T) {
+	for _, tt := range []struct {
+		write func() (string, error)
+		code  int
+		body  string
+	}{
+		{func() (string, error) { return "/x/config.yaml", nil }, 200, `{"path":"/x/config.yaml"}`},
+		{func() (string, error) { return "", fmt.Errorf("/x/config.yaml exists already (%w)", fs.ErrExist) }, 409, "exists already"},
+		{func() (string, error) { return "", errors.New("the demo's config") }, 404, "the demo's config"},
+		{nil, 404, "there is no config to write"},
+	} {
+		s := New(Options{Listen: "127.0.0.1:8484", WriteConfig: tt.write})
+		w := do(s, "POST", "/switchyard/v1/config/write", "", nil)
+		if w.Code != tt.code || !strings.Contains(w.Body.String(), tt.body) {
+			t.Errorf("POST config/write = %d %s; want %d with %q", w.Code, w.Body.String(), tt.code, tt.body)
+		}
 	}
 }

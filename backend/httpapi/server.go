@@ -66,6 +66,10 @@ type Options struct {
 	// that of GET /switchyard/v1/config.
 	Status func() schema.Status
 	Config func() schema.Config
+	// WriteConfig writes the config in force as the config file (POST
+	// /switchyard/v1/config/write) and returns its path; an error that
+	// wraps fs.ErrExist answers 409, any other 404. Nil: 404.
+	WriteConfig func() (string, error)
 
 	// Listen is the address the server is bound to, host:port; it decides
 	// the Host allowlist.
@@ -174,6 +178,7 @@ func New(o Options) *Server {
 	mux.HandleFunc("HEAD /api/version", s.ollamaVersion)
 	mux.HandleFunc("GET /switchyard/v1/status", s.status)
 	mux.HandleFunc("GET /switchyard/v1/config", s.config)
+	mux.HandleFunc("POST /switchyard/v1/config/write", s.writeConfig)
 	mux.HandleFunc("GET /switchyard/v1/requests", s.requests)
 	mux.HandleFunc("GET /switchyard/v1/requests/{id}", s.request)
 	mux.HandleFunc("GET /switchyard/v1/stats", s.stats)

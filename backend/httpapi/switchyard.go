@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"errors"
+	"io/fs"
 	"net/http"
 	"strconv"
 	"time"
@@ -25,6 +26,22 @@ func (s *Server) config(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.o.Config())
+}
+
+func (s *Server) writeConfig(w http.ResponseWriter, r *http.Request) {
+	if s.o.WriteConfig == nil {
+		writeJSONError(w, http.StatusNotFound, "there is no config to write")
+		return
+	}
+	path, err := s.o.WriteConfig()
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		writeJSONError(w, http.StatusConflict, err.Error())
+	case err != nil:
+		writeJSONError(w, http.StatusNotFound, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, schema.ConfigWritten{Path: path})
+	}
 }
 
 func (s *Server) requests(w http.ResponseWriter, r *http.Request) {

@@ -53,8 +53,13 @@ type Candidate struct {
 	// since when.
 	Unreachable      string     `json:"unreachable"`
 	UnreachableSince *time.Time `json:"unreachable_since"`
-	InFlight         int        `json:"in_flight"`
-	Slots            int        `json:"slots"`
+	// GPUs are the local GPUs its model runs on, as configured; AllGPUs:
+	// none configured and its server is on this machine, so every local
+	// GPU (SPEC 4).
+	GPUs     []int `json:"gpus"`
+	AllGPUs  bool  `json:"all_gpus"`
+	InFlight int   `json:"in_flight"`
+	Slots    int   `json:"slots"`
 	// ServerQueue is the work its server last reported from every
 	// client (llama.cpp, vLLM), nil for a server that reports none.
 	ServerQueue *ServerQueue `json:"server_queue"`
@@ -159,6 +164,12 @@ type Config struct {
 	YAML string `json:"yaml"`
 }
 
+// ConfigWritten is POST /switchyard/v1/config/write: where the config was
+// written.
+type ConfigWritten struct {
+	Path string `json:"path"`
+}
+
 // StatusInput is what a status document is made of.
 type StatusInput struct {
 	Version, Listen, ListenTaken    string
@@ -205,6 +216,7 @@ func NewStatus(in StatusInput) Status {
 		}
 		doc.Candidates = append(doc.Candidates, Candidate{
 			Unreachable: why, UnreachableSince: since,
+			GPUs: append([]int{}, c.GPUs...), AllGPUs: c.GPUs == nil && c.Local,
 			ID: c.ID, Provider: c.Provider, URL: c.URL, Model: c.Model, Priority: c.Priority, Enabled: c.Enabled,
 			SupportsThinking: c.SupportsThinking,
 			Embeds:           c.Embeds,

@@ -2,7 +2,9 @@ package system
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -141,5 +143,43 @@ func TestDemoHistoryIsApart(t *testing.T) {
 	defer sys.Close()
 	if sys.HistoryPath() != real {
 		t.Errorf("history at %s; want the config's %s", sys.HistoryPath(), real)
+	}
+}
+
+// The config that discovery made can be written as the config file, once:
+// never over an existing file, and never the demo's.
+func TestWriteConfig(t *testing.T) {
+	f, err := simfleet.StartFleet([]simfleet.Member{
+		{ID: "ol", Priority: 1, Config: simfleet.Config{Provider: fleet.ProviderOllama, Models: []simfleet.Model{{Name: "qwen3:8b"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	sys, err := New(t.Context(), Options{ConfigHome: dir, DataHome: dir, Addr: "127.0.0.1:0",
+		DiscoverOllama: []string{f.Server("ol").URL()}, DiscoverOpenAI: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	path, err := sys.WriteConfig()
+	if want := filepath.Join(dir, "switchyard", "config.yaml"); err != nil || path != want {
+		t.Fatalf("WriteConfig() = %q, %v; want %q", path, err, want)
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.HasPrefix(string(data), "# written by Switchyard") || !strings.Contains(string(data), "url: "+f.Server("ol").URL()) {
+		t.Errorf("written config:\n%s", data)
+	}
+	if _, err := sys.WriteConfig(); !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), "never overwrites") {
+		t.Errorf("WriteConfig() again = %v; want it to refuse to overwrite", err)
+	}
+	demo, err := New(t.Context(), Options{Demo: true, ConfigHome: t.TempDir(), DataHome: dir, Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer demo.Close()
+	if _, err := demo.WriteConfig(); err == nil || errors.Is(err, fs.ErrExist) {
+		t.Errorf("WriteConfig() of the demo = %v; want a refusal", err)
 	}
 }

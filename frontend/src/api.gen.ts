@@ -21,6 +21,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/switchyard/v1/config/write": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Write the config in force, when it came from discovery, as the config file at the default path; never over an existing file. */
+        post: operations["writeConfig"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/switchyard/v1/demo": {
         parameters: {
             query?: never;
@@ -204,6 +221,7 @@ export interface components {
             breaker: components["schemas"]["BreakerChange"];
         };
         Candidate: {
+            all_gpus: boolean;
             breaker: components["schemas"]["Breaker"];
             /** Format: int64 */
             busy_ms: number;
@@ -218,6 +236,7 @@ export interface components {
             embed_only: boolean;
             embeds: boolean;
             enabled: boolean;
+            gpus: number[];
             id: string;
             in_flight: number;
             loading: boolean;
@@ -253,6 +272,9 @@ export interface components {
             error_at: string | null;
             path: string;
             source: string;
+        };
+        ConfigWritten: {
+            path: string;
         };
         Demo: {
             faults: components["schemas"]["DemoFault"][];
@@ -445,6 +467,44 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Config"];
+                };
+            };
+        };
+    };
+    writeConfig: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Write the config in force, when it came from discovery, as the config file at the default path; never over an existing file. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConfigWritten"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };

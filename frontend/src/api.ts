@@ -353,6 +353,11 @@ export class Client {
     return this.json('/switchyard/v1/demo', withSignal(signal));
   }
 
+  /** writeConfig writes the config in force as the config file at the default path; it never overwrites one. */
+  writeConfig(signal?: AbortSignal): Promise<{ path: string }> {
+    return this.json('/switchyard/v1/config/write', { ...withSignal(signal), method: 'POST' });
+  }
+
   setFault(candidate: string, fault: string, signal?: AbortSignal): Promise<DemoServer> {
     return this.json('/switchyard/v1/demo/fault', {
       ...withSignal(signal),

@@ -69,6 +69,8 @@ function cand(id: string, p: Partial<CandidateStatus> = {}): CandidateStatus {
     config_error: '',
     unreachable: '',
     unreachable_since: null,
+    gpus: [],
+    all_gpus: false,
     in_flight: 0,
     slots: 0,
     deadline_ms: 60000,

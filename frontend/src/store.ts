@@ -6,10 +6,20 @@
 import { describeEvent, type ActivityItem } from './activity';
 import type { Client, ConnState, Subscription } from './api';
 import { InFlight } from './inflight';
-import type { BreakerChange, LiveEvent, RequestRecord, Status } from './types';
+import type { BreakerChange, GPUStatus, LiveEvent, RequestRecord, Status } from './types';
 
 const FEED_MAX = 60;
 const RECENT_MAX = 50;
+/** How far back a GPU's memory history goes, and how often it takes a point. */
+export const GPU_HISTORY_MS = 60 * 60_000;
+export const GPU_POINT_MS = 5_000;
+
+/** One reading of a GPU's memory. */
+export interface MemoryPoint {
+  at: number;
+  used: number;
+  total: number;
+}
 
 type Listener<T> = (v: T) => void;
 
@@ -25,6 +35,8 @@ export class LiveStore {
   readonly inflight = new InFlight();
   /** The last breaker change seen of each candidate, with its cause; only those since the page opened. */
   breakerChanges = new Map<string, BreakerChange>();
+  /** Each GPU's memory use over the last hour (GPU_HISTORY_MS) this page saw, oldest first, by index. */
+  gpuMemory = new Map<number, MemoryPoint[]>();
 
   private listeners = new Set<() => void>();
   private doneListeners = new Set<Listener<RequestRecord>>();
@@ -36,6 +48,13 @@ export class LiveStore {
 
   start(): void {
     if (this.sub) return;
+    // The feed starts from the recent history; live events go above it.
+    Promise.resolve()
+      .then(() => this.client.requests({ limit: 20 }))
+      .then(
+      (rs) => this.seedFeed(rs),
+      () => {}, // the feed says "quiet so far" until something happens
+    );
     this.sub = this.client.events({
       onEvent: (e) => this.apply(e, Date.now()),
       onState: (s) => {
@@ -73,9 +92,42 @@ export class LiveStore {
     return this.recent.get(id);
   }
 
+  /**
+   * seedFeed fills the activity feed with requests from the history,
+   * newest first, below what the live events already told: the feed is
+   * not empty on every load.
+   */
+  seedFeed(records: RequestRecord[]): void {
+    const told = new Set(this.feed.map((i) => i.requestId));
+    const older: ActivityItem[] = [];
+    for (const r of records) {
+      if (told.has(r.id)) continue;
+      const at = Date.parse(r.started_at) + r.latency_ms;
+      const item = describeEvent({ type: 'request_done', data: { request_id: r.id, request: r } }, ++this.seq, Number.isNaN(at) ? 0 : at);
+      if (item) older.push(item);
+    }
+    if (older.length === 0) return;
+    this.feed = [...this.feed, ...older].slice(0, FEED_MAX);
+    this.notify();
+  }
+
+  /** recordGPU adds a point to each GPU's memory history, at most one per GPU_POINT_MS, and forgets points older than GPU_HISTORY_MS. */
+  private recordGPU(g: GPUStatus | undefined, now: number): void {
+    if (!g?.available) return;
+    const next = new Map(this.gpuMemory);
+    for (const d of g.devices ?? []) {
+      const pts = next.get(d.index) ?? [];
+      const last = pts.at(-1);
+      if (last && now - last.at < GPU_POINT_MS) continue;
+      next.set(d.index, [...pts.filter((p) => now - p.at <= GPU_HISTORY_MS), { at: now, used: d.memory_used_bytes, total: d.memory_total_bytes }]);
+    }
+    this.gpuMemory = next;
+  }
+
   /** apply folds one event into the store. Exported behaviour for tests and the mock. */
   apply(e: LiveEvent, now: number): void {
     this.inflight.apply(e, now);
+    if (e.type === 'status' || e.type === 'gpu') this.recordGPU(e.data.gpu, now);
     if (e.type === 'status') {
       this.status = e.data;
       this.statusAt = now;

@@ -254,7 +254,7 @@ describe('CandidateCard', () => {
   function cand(breaker: Partial<CandidateStatus['breaker']>): CandidateStatus {
     return {
       id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-      supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+      supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
       breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z', ...breaker },
     };
   }
@@ -313,7 +313,7 @@ describe('CandidateCard', () => {
 describe('CandidateCard while a request waits on it', () => {
   const c: CandidateStatus = {
     id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z' },
   };
   const wait = { requestId: 'r1', candidate: 'qwen3-8b', order: 0, cold: false, deadlineMs: 8000, endsAt: 8000 };
@@ -345,7 +345,7 @@ describe('CandidateCard while a request waits on it', () => {
 describe('ChatScreen while the answer waits for its first token', () => {
   const cand = (id: string, priority: number): CandidateStatus => ({
     id, provider: 'ollama', url: '', model: id, priority, enabled: true, supports_thinking: false, embeds: false, embed_only: false,
-    busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, in_flight: 0, slots: 0, deadline_ms: 8000, cold: false,
+    busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, in_flight: 0, slots: 0, deadline_ms: 8000, cold: false,
     ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '' },
   });
@@ -522,5 +522,77 @@ describe('Chat across reloads and while an answer streams', () => {
     await act(async () => ends[0]!());
     await settle();
     expect(root.querySelector('[data-testid=busy-hint]')).toBeNull();
+  });
+});
+
+describe('Fleet: activity from history, models on each GPU, memory over time', () => {
+  const dev = (index: number, used: number) => ({
+    index, name: `GPU ${index}`, uuid: `u${index}`, memory_total_bytes: 24 * 2 ** 30, memory_used_bytes: used * 2 ** 30,
+    memory_free_bytes: (24 - used) * 2 ** 30, utilization_pct: 0, processes: [],
+  });
+  const gpuOf = (...used: number[]) => ({ available: true, message: '', simulated: true, sampled_at: null, devices: used.map((u, i) => dev(i, u)) }) as unknown as GPUStatus;
+
+  it('fills the feed from recent history below the live lines, once per request', () => {
+    const live = new LiveStore({} as Client);
+    live.apply({ type: 'request_done', data: { request_id: 'live1', request: rec({ id: 'live1', status: 'ok', served_candidate: 'a' }) } }, 1);
+    live.seedFeed([rec({ id: 'live1', status: 'ok' }), rec({ id: 'old-request-1', status: 'ok', served_candidate: 'b', is_fallback: true })]);
+    expect(live.feed.map((i) => i.requestId)).toEqual(['live1', 'old-request-1']);
+    expect(live.feed[1]!.text).toBe('request …uest-1 ok by b after failover in 10 ms');
+  });
+
+  it('keeps one memory point per GPU every 5 s for an hour, and draws it with the models on each GPU', async () => {
+    const live = new LiveStore({} as Client);
+    const t0 = 1_000_000;
+    for (let s = 0; s <= 3_700; s++) live.apply({ type: 'gpu', data: { at: '', gpu: gpuOf(9 + (s % 2), 9), host: {} } } as unknown as LiveEvent, t0 + s * 1000);
+    const pts = live.gpuMemory.get(0)!;
+    expect(pts.length).toBe(721); // an hour of points, 5 s apart, both ends included
+    expect(pts[0]!.at).toBe(t0 + 100_000);
+    const cands = [
+      { id: 'qwen3-8b', model: 'qwen3:8b', enabled: true, gpus: [0], all_gpus: false },
+      { id: 'nomic', model: 'nomic-embed-text:latest', enabled: true, gpus: [0], all_gpus: false },
+      { id: 'local-all', model: 'llama3.2:3b', enabled: true, gpus: [], all_gpus: true },
+      { id: 'off', model: 'off:1b', enabled: false, gpus: [1], all_gpus: false },
+    ] as CandidateStatus[];
+    await show(<GpuPanel gpu={gpuOf(9, 9)} candidates={cands} memory={live.gpuMemory} />);
+    expect(root.querySelector('[data-testid=gpu-models-0]')!.textContent).toBe('Models on it: qwen3:8b, nomic-embed-text:latest, llama3.2:3b');
+    expect(root.querySelector('[data-testid=gpu-models-1]')!.textContent).toBe('Models on it: llama3.2:3b');
+    const h = root.querySelector('[data-testid=gpu-history-0]')!;
+    expect(h.querySelector('polyline')!.getAttribute('points')!.split(' ')).toHaveLength(721);
+    expect(h.textContent).toBe('Memory used, last 60 min · peak 10.0 GiB');
+  });
+});
+
+describe('SettingsScreen: the config as a user can keep it', () => {
+  const yaml = 'listen: 127.0.0.1:8484\nchat:\n  candidates:\n    - id: qwen3-8b\n      url: http://127.0.0.1:39999\n';
+  it("marks the demo's server URLs demo only, and says where each key is explained", async () => {
+    const config = method<ConfigDoc>();
+    const client = { config: config.fn } as unknown as Client;
+    await show(<SettingsScreen client={client} live={new LiveStore(client)} />);
+    await act(async () => config.calls[0]!.resolve({ path: '/x/config.yaml', source: 'demo', yaml, error: '', error_at: null }));
+    expect([...root.querySelectorAll('[data-testid=yaml-demo-line]')].map((l) => l.textContent)).toEqual(['      url: http://127.0.0.1:39999demo only\n']);
+    expect(root.querySelector('[data-testid=config-yaml]')!.textContent).toBe(yaml.replace('39999', '39999demo only') + '\n');
+    const keys = [...root.querySelectorAll('.yaml-key')].map((k) => `${k.textContent} ${(k as HTMLElement).title}`);
+    expect(keys[0]).toBe('listen See docs/CONFIG.md, “Top level”');
+    expect(keys[3]).toBe('id See docs/CONFIG.md, “chat.candidates items” and “chat”');
+    expect(root.querySelector('[data-testid=write-config]')).toBeNull();
+  });
+
+  it('writes a discovered config as the config file, and says why not when one is there', async () => {
+    const config = method<ConfigDoc>();
+    const writes: Array<(v: unknown, fail?: boolean) => void> = [];
+    const client = {
+      config: config.fn,
+      writeConfig: () => new Promise((resolve, reject) => writes.push((v, fail) => (fail ? reject(v) : resolve(v)))),
+    } as unknown as Client;
+    await show(<SettingsScreen client={client} live={new LiveStore(client)} />);
+    await act(async () => config.calls[0]!.resolve({ path: '/x/config.yaml', source: 'discovered', yaml, error: '', error_at: null }));
+    expect(root.querySelector('[data-testid=yaml-demo-line]')).toBeNull();
+    const button = () => root.querySelector('[data-testid=write-config-button]') as HTMLButtonElement;
+    await act(() => button().click());
+    await act(async () => writes[0]!(new Error('/x/config.yaml exists already: Switchyard never overwrites it'), true));
+    expect(root.querySelector('[data-testid=write-config] [role=alert]')!.textContent).toBe('/x/config.yaml exists already: Switchyard never overwrites it');
+    await act(() => button().click());
+    await act(async () => writes[1]!({ path: '/x/config.yaml' }));
+    expect(root.querySelector('[data-testid=write-config]')!.textContent).toBe('Written to /x/config.yaml. Switchyard reads it now; edit it to change the fleet.');
   });
 });

@@ -65,7 +65,7 @@ export function FleetScreen({ client, live }: Props) {
             {status.demo && <FaultPanel client={client} status={status} />}
           </div>
           <aside class="fleet-side" aria-label="Machine and activity">
-            <GpuPanel gpu={status.gpu} candidates={candidates} />
+            <GpuPanel gpu={status.gpu} candidates={candidates} memory={live.gpuMemory} />
             <HostPanel host={status.host} />
             <ActivityFeed items={live.feed} />
           </aside>

@@ -1,12 +1,48 @@
 import { formatBytes, formatPct, ratio } from '../format';
 import { Badge } from '../ui/Badge';
 import { Gauge } from '../ui/Gauge';
+import type { MemoryPoint } from '../store';
 import type { CandidateStatus, GPUStatus } from '../types';
 
 interface Props {
   gpu: GPUStatus | null;
-  /** The candidates, to name those demoted for a GPU's memory. */
+  /** The candidates, to name the models on each GPU and those demoted for its memory. */
   candidates?: CandidateStatus[];
+  /** Each GPU's memory use over the last hour, by index. */
+  memory?: Map<number, MemoryPoint[]>;
+}
+
+/** modelsOn are the enabled candidates whose model runs on GPU index: configured there, or on every local GPU. */
+export function modelsOn(candidates: CandidateStatus[], index: number): CandidateStatus[] {
+  return candidates.filter((c) => c.enabled && (c.all_gpus || (c.gpus ?? []).includes(index)));
+}
+
+/** MemoryHistory draws a GPU's memory used over time, 0 to its total, as a line. */
+function MemoryHistory({ points, index }: { points: MemoryPoint[]; index: number }) {
+  if (points.length < 2) {
+    return (
+      <p class="muted small" data-testid={`gpu-history-${index}`}>
+        Memory over time: the line starts after a few readings.
+      </p>
+    );
+  }
+  const t0 = points[0]!.at;
+  const span = Math.max(1, points.at(-1)!.at - t0);
+  const line = points
+    .map((p) => `${((100 * (p.at - t0)) / span).toFixed(2)},${(30 - (30 * ratio(p.used, p.total))).toFixed(2)}`)
+    .join(' ');
+  const minutes = Math.max(1, Math.round(span / 60_000));
+  const peak = Math.max(...points.map((p) => p.used));
+  return (
+    <figure class="gpu-history" data-testid={`gpu-history-${index}`}>
+      <svg viewBox="0 0 100 30" preserveAspectRatio="none" role="img" aria-label={`Memory used on GPU ${index}, last ${minutes} min`}>
+        <polyline points={line} fill="none" stroke="currentColor" stroke-width="1.5" vector-effect="non-scaling-stroke" />
+      </svg>
+      <figcaption class="muted small">
+        Memory used, last {minutes} min · peak {formatBytes(peak)}
+      </figcaption>
+    </figure>
+  );
 }
 
 /**
@@ -14,7 +50,7 @@ interface Props {
  * are none. The demo fleet's GPUs (gpu.simulated) look like real ones, with
  * the same gauges, and say clearly that they are made up.
  */
-export function GpuPanel({ gpu, candidates = [] }: Props) {
+export function GpuPanel({ gpu, candidates = [], memory }: Props) {
   const devices = gpu?.devices ?? [];
   const simulated = gpu?.simulated ?? false;
   return (
@@ -68,6 +104,20 @@ export function GpuPanel({ gpu, candidates = [] }: Props) {
                 danger={2}
                 thin
               />
+              {modelsOn(candidates, d.index).length > 0 && (
+                <p class="small gpu-models" data-testid={`gpu-models-${d.index}`}>
+                  <span class="muted">Models on it: </span>
+                  {modelsOn(candidates, d.index).map((c, i) => (
+                    <span key={c.id}>
+                      {i > 0 && ', '}
+                      <span class="mono" title={`candidate ${c.id}`}>
+                        {c.model}
+                      </span>
+                    </span>
+                  ))}
+                </p>
+              )}
+              <MemoryHistory points={memory?.get(d.index) ?? []} index={d.index} />
               {demoted.map((c) => (
                 <p key={c.id} class="note note-warn small" data-testid={`gpu-demoted-${c.id}`}>
                   <span class="mono">{c.id}</span> demoted to the end of the chain

@@ -55,7 +55,7 @@ export function RequestsTable({ rows, selected, onOpen, detail }: Props) {
                   {formatDateTime(r.started_at)}
                 </a>
               </td>
-              <td class="mono">
+              <td class="mono route-cell">
                 {r.requested_model || 'auto'} → {r.served_candidate || '—'}
                 {r.protocol !== 'ui' && <span class="muted small"> · {r.protocol}</span>}
               </td>
