@@ -90,6 +90,15 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
   test('a crash before the first token fails over silently, with a notice', async (t) => {
     const { server, page } = await open(t);
     await setFault(server, 'qwen3-8b', 'close_before_first');
+    // The faults pop-over shows the active fault whole, and closes on a click outside it.
+    const pop = page.getByTestId('fault-compact');
+    await page.getByTestId('fault-active').waitFor({ timeout: 10_000 });
+    const pill = page.getByTestId('fault-active').locator('.badge');
+    assert.equal(await pill.evaluate((b) => b.scrollWidth <= b.clientWidth), true, 'the pill is not cut');
+    await pop.locator('summary').click();
+    assert.equal(await pop.evaluate((d) => d.open), true);
+    await page.locator('.chat-log').click({ position: { x: 20, y: 20 } });
+    assert.equal(await pop.evaluate((d) => d.open), false, 'an outside click closes it');
     await ask(page, 'Are you there?');
     await page.locator('[data-testid=answer][data-phase=done]').waitFor({ timeout: 15_000 });
     const answer = page.getByTestId('answer').last();
@@ -230,6 +239,12 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     assert.match(await page.getByTestId('breaker-llama3.2-3b').getAttribute('title'), /^Healthy \(circuit breaker closed\): requests go through/);
     await page.getByTestId('gpu-panel').waitFor();
     await shot(page, 'ui-fleet-breaker-open');
+    // Healing the server does not close its breaker: the panel says why it still cools down.
+    await page.getByTestId('fault-panel').getByTestId('preset-heal-all').click();
+    const cooling = page.getByTestId('fault-panel').getByTestId('heal-cooling');
+    await cooling.waitFor({ timeout: 5_000 });
+    assert.match(await cooling.innerText(), /^Its breaker is still cooling down: qwen3-8b \(\d+s left\)\. A healed server gets requests again once its cool-down ends/);
+    await shotOf(page.getByTestId('fault-panel'), 'ui-fleet-heal-all-cooling');
   });
 
   test("History opens a request's attempt timeline", async (t) => {

@@ -67,7 +67,7 @@ func (st *state) resolve(model string, thinking bool) (first string, think bool,
 			return t.Candidate.ID, thinking, nil
 		}
 	}
-	return "", false, fmt.Errorf("%w %q", fleet.ErrUnknownModel, model)
+	return "", false, st.unknownModel(model)
 }
 
 // plan orders the candidates for req (docs/DESIGN.md, "Candidate order"):

@@ -134,3 +134,13 @@ func (ru *run) demoted() []fleet.Attempt {
 	}
 	return out
 }
+
+// unknownModel is the error for a model name that is neither a candidate,
+// a served model nor an alias; it lists the names that are.
+func (st *state) unknownModel(model string) error {
+	names := []string{AliasAuto}
+	for _, t := range st.targets {
+		names = append(names, t.Candidate.ID)
+	}
+	return fmt.Errorf("%w %q: use %s, or a candidate's model name", fleet.ErrUnknownModel, model, strings.Join(names, ", "))
+}

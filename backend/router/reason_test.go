@@ -79,3 +79,13 @@ func TestFallbackReasonNamesTheDemotion(t *testing.T) {
 		}
 	})
 }
+
+// An unknown model's error says which names are known.
+func TestUnknownModelListsTheNames(t *testing.T) {
+	f := newFake(map[string]script{"a": answer("A"), "b": answer("B"), "c": answer("C")})
+	r := New(testFleet(f, Settings{}), Deps{})
+	_, err := r.Stream(t.Context(), &fleet.Request{Model: "gpt-4o"})
+	if !errors.Is(err, fleet.ErrUnknownModel) || !strings.Contains(err.Error(), `unknown model "gpt-4o": use auto, a, b, c, or a candidate's model name`) {
+		t.Errorf("Stream(gpt-4o) = %v; want the known names", err)
+	}
+}

@@ -2,6 +2,7 @@ package simfleet
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -78,7 +79,11 @@ func (d *Demo) Faults() []FaultInfo { return append(faultInfos(), vramPressure) 
 // pressure through onPressure. It returns the server as Servers shows it.
 func (d *Demo) SetFault(candidate, fault string) (DemoServer, error) {
 	if d.f.Server(candidate) == nil {
-		return DemoServer{}, fmt.Errorf("no demo server %q", candidate)
+		var ids []string
+		for _, c := range d.f.Candidates() {
+			ids = append(ids, c.ID)
+		}
+		return DemoServer{}, fmt.Errorf("no demo server %q: one of %s", candidate, strings.Join(ids, ", "))
 	}
 	pressure := fault == VRAMPressure
 	if pressure {
@@ -86,7 +91,7 @@ func (d *Demo) SetFault(candidate, fault string) (DemoServer, error) {
 	}
 	f, err := ParseFault(fault)
 	if err != nil {
-		return DemoServer{}, err
+		return DemoServer{}, fmt.Errorf("%w, or %s (GPU memory pressure)", err, VRAMPressure)
 	}
 	if err := d.f.SetFault(candidate, f); err != nil {
 		return DemoServer{}, err

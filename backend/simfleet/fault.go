@@ -222,7 +222,11 @@ func ParseFault(s string) (Fault, error) {
 	}
 	r, ok := row(kind)
 	if !ok {
-		return Fault{}, fmt.Errorf("unknown fault %q", name)
+		names := make([]string, len(faultTable))
+		for i, r := range faultTable {
+			names[i] = string(r.kind)
+		}
+		return Fault{}, fmt.Errorf("unknown fault %q: one of %s", name, strings.Join(names, ", "))
 	}
 	f := Fault{Kind: kind}
 	if !hasArg {

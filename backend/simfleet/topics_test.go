@@ -38,3 +38,22 @@ func TestTopics(t *testing.T) {
 		})
 	}
 }
+
+// A fault or server name that is not one says which ones are.
+func TestUnknownNamesListTheKnownOnes(t *testing.T) {
+	if _, err := ParseFault("explode"); err == nil || !strings.HasPrefix(err.Error(), `unknown fault "explode": one of healthy, `) || !strings.Contains(err.Error(), "refuse") {
+		t.Errorf("ParseFault(explode) = %v; want the fault names", err)
+	}
+	f, err := StartDemo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d := NewDemo(f, nil)
+	if _, err := d.SetFault("gpt-4o", "healthy"); err == nil || err.Error() != `no demo server "gpt-4o": one of qwen3-8b, llama3.2-3b, qwen3-32b-vllm, mistral-7b-llamacpp` {
+		t.Errorf("SetFault(gpt-4o) = %v; want the server names", err)
+	}
+	if _, err := d.SetFault("qwen3-8b", "explode"); err == nil || !strings.HasSuffix(err.Error(), ", or vram_pressure (GPU memory pressure)") {
+		t.Errorf("SetFault(explode) = %v; want the fault names with vram_pressure", err)
+	}
+}

@@ -7,7 +7,8 @@ import { act } from 'preact/test-utils';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Client } from '../api';
 import type { DemoServer, DemoState } from '../types';
-import { FaultPanel } from './FaultPanel';
+import type { Status } from '../types';
+import { FaultPanel, stillCooling } from './FaultPanel';
 
 let root: HTMLElement;
 beforeEach(() => {
@@ -82,4 +83,26 @@ describe('FaultPanel with the fault table', () => {
     expect(el('fault-arg-qwen3-8b')).toBeNull();
   });
 
+  it('closes the compact pop-over on a click outside it', async () => {
+    const client = { demo: async () => state, setFault: vi.fn() } as unknown as Client;
+    await act(() => render(<FaultPanel client={client} status={null} compact />, root));
+    await act(async () => {});
+    const pop = el<HTMLDetailsElement>('fault-compact');
+    pop.open = true;
+    pop.querySelector('.fault-pop')!.dispatchEvent(new Event('pointerdown', { bubbles: true }));
+    expect(pop.open).toBe(true);
+    document.body.dispatchEvent(new Event('pointerdown', { bubbles: true }));
+    expect(pop.open).toBe(false);
+  });
+});
+
+describe('after Heal all', () => {
+  it('says which breakers still cool down, and why', () => {
+    const cand = (id: string, state: string, remaining_ms: number) => ({ id, breaker: { state, remaining_ms } });
+    const status = (...c: ReturnType<typeof cand>[]) => ({ candidates: c }) as unknown as Status;
+    expect(stillCooling(status(cand('a', 'closed', 0), cand('b', 'open', 0)))).toBeNull();
+    expect(stillCooling(status(cand('a', 'open', 24_000), cand('b', 'closed', 0)))).toBe(
+      'Its breaker is still cooling down: a (24s left). A healed server gets requests again once its cool-down ends and one trial request succeeds, so that a server that only seems well is not flooded.',
+    );
+  });
 });

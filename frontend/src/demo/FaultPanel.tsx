@@ -1,4 +1,5 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { formatCountdown } from '../format';
 import type { Client } from '../api';
 import { useAction, useAsync } from '../hooks';
 import { Badge } from '../ui/Badge';
@@ -16,6 +17,18 @@ interface Props {
 /** How often the panel reloads the demo fleet: another window or an API caller may change faults too. */
 const POLL_MS = 5000;
 
+/**
+ * stillCooling says, after the servers were healed, which breakers still
+ * cool down and why: healing a server does not close its breaker, which
+ * waits out its cool-down before one trial request. Null when none does.
+ */
+export function stillCooling(status: Status | null): string | null {
+  const open = (status?.candidates ?? []).filter((c) => c.breaker.state === 'open' && c.breaker.remaining_ms > 0);
+  if (open.length === 0) return null;
+  const names = open.map((c) => `${c.id} (${formatCountdown(c.breaker.remaining_ms)} left)`).join(', ');
+  return `${open.length === 1 ? 'Its breaker is' : 'Their breakers are'} still cooling down: ${names}. A healed server gets requests again once its cool-down ends and one trial request succeeds, so that a server that only seems well is not flooded.`;
+}
+
 /** FaultPanel injects faults into the simulated fleet (demo mode only). */
 export function FaultPanel({ client, status, compact = false }: Props) {
   const [res, reload, update] = useAsync((signal) => client.demo(signal), [client], { pollMs: POLL_MS });
@@ -23,12 +36,26 @@ export function FaultPanel({ client, status, compact = false }: Props) {
   const [choice, setChoice] = useState<Record<string, string>>({});
   const [pendingLabel, setPendingLabel] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
+  const [healed, setHealed] = useState(false);
+  const pop = useRef<HTMLDetailsElement>(null);
   const demo = res.value ?? null;
+
+  // The pop-over closes on a click outside it, as menus do.
+  useEffect(() => {
+    if (!compact) return;
+    const onDown = (e: PointerEvent) => {
+      const el = pop.current;
+      if (el?.open && e.target instanceof Node && !el.contains(e.target)) el.open = false;
+    };
+    document.addEventListener('pointerdown', onDown);
+    return () => document.removeEventListener('pointerdown', onDown);
+  }, [compact]);
   const pending = action.pending ? pendingLabel : null;
 
   const apply = (set: [string, string][], label: string) => {
     setPendingLabel(label);
     setNotice(null);
+    setHealed(false);
     action.run(
       async (signal) => {
         const updated: DemoServer[] = [];
@@ -38,6 +65,7 @@ export function FaultPanel({ client, status, compact = false }: Props) {
       (updated) => {
         update((d) => ({ ...d, servers: d.servers.map((s) => updated.find((u) => u.candidate === s.candidate) ?? s) }));
         setNotice(`${label}: done. Send a chat to see the router react.`);
+        setHealed(label === 'Heal all');
         // A poll that started before the change would bring back the old faults.
         reload();
       },
@@ -70,7 +98,7 @@ export function FaultPanel({ client, status, compact = false }: Props) {
 
   if (compact) {
     return (
-      <details class="fault-compact" data-testid="fault-compact" onToggle={(e) => (e.currentTarget as HTMLDetailsElement).open && reload()}>
+      <details ref={pop} class="fault-compact" data-testid="fault-compact" onToggle={(e) => (e.currentTarget as HTMLDetailsElement).open && reload()}>
         <summary>
           Demo faults
           {sick.length ? (
@@ -96,6 +124,11 @@ export function FaultPanel({ client, status, compact = false }: Props) {
           {notice && (
             <p class="small" role="status">
               {notice}
+            </p>
+          )}
+          {healed && stillCooling(status) && (
+            <p class="note note-info small" data-testid="heal-cooling">
+              {stillCooling(status)}
             </p>
           )}
           <a href="#/fleet" class="link small">
@@ -185,6 +218,11 @@ export function FaultPanel({ client, status, compact = false }: Props) {
       {notice && (
         <p class="muted small" role="status">
           {notice}
+        </p>
+      )}
+      {healed && stillCooling(status) && (
+        <p class="note note-info small" data-testid="heal-cooling">
+          {stillCooling(status)}
         </p>
       )}
     </section>
