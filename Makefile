@@ -154,23 +154,33 @@ build-desktop: deps-desktop $(DESKTOP_BIN)
 # the frontend's unit tests; the official npm clients and the libraries
 # built on them (AI SDK, LangChain) against a live server; the UI in
 # Debian's Chromium; the desktop window under Xvfb.
+# The summary says which tests were skipped, and why (the real-server
+# tests without SWITCHYARD_REALSERVERS, say): test-go writes each skipped
+# test with its reason to $(TEST_SKIPS).
 TEST_STAGES := test-vet test-go test-frontend test-node test-browser test-window
+TEST_SKIPS := build/test-skips.txt
 test: check-hosts deps-test node-deps $(UI)
-	@failed=""; for stage in $(TEST_STAGES); do \
+	@rm -f $(TEST_SKIPS); failed=""; for stage in $(TEST_STAGES); do \
 		echo "=== make $$stage"; start=$$(date +%s); \
 		if $(MAKE) --no-print-directory $$stage; then echo "=== make $$stage: ok ($$(( $$(date +%s) - start )) s)"; \
 		else echo "=== make $$stage: FAILED ($$(( $$(date +%s) - start )) s)"; failed="$$failed $$stage"; fi; \
 	done; \
-	if [ -n "$$failed" ]; then echo "make test: failed:$$failed"; exit 1; fi; \
-	echo "make test: every stage passed"
+	skipped=""; if [ -s $(TEST_SKIPS) ]; then \
+		skipped="; $$(wc -l < $(TEST_SKIPS)) Go tests were skipped (each with its reason in $(TEST_SKIPS)):"; fi; \
+	if [ -n "$$failed" ]; then echo "make test: failed:$$failed$$skipped"; else echo "make test: every stage passed$$skipped"; fi; \
+	if [ -s $(TEST_SKIPS) ]; then cut -d: -f2- $(TEST_SKIPS) | sort | uniq -c | sort -rn | head -10 | sed 's/^ */  /'; fi; \
+	[ -z "$$failed" ]
 
 test-vet:
 	$(GO) vet ./...
 
 # The race detector needs cgo, so the build without NVML (cgo off) has
-# its own few tests, run without it.
+# its own few tests, run without it. test-go prints what go test prints,
+# and keeps the skipped tests with their reasons for test's summary
+# (scripts/testsummary).
 test-go:
-	$(GO) test -race -count=1 ./...
+	@mkdir -p $(dir $(TEST_SKIPS))
+	set -o pipefail; $(GO) test -race -count=1 -json ./... | $(GO) run ./scripts/testsummary $(TEST_SKIPS)
 	CGO_ENABLED=0 $(GO) test -count=1 -run 'TestStubNVML|TestServeSaysWhenItHasNoNVML' . ./backend/gpu/
 
 test-frontend: frontend/node_modules/.package-lock.json
@@ -200,4 +210,4 @@ bench: build
 	./$(BIN) bench --markdown docs/BENCHMARKS.md --profile build/bench
 
 clean:
-	rm -rf build/bin build/bench frontend/dist/assets frontend/dist/index.html .tools
+	rm -rf build/bin build/bench $(TEST_SKIPS) frontend/dist/assets frontend/dist/index.html .tools
