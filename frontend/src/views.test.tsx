@@ -254,7 +254,7 @@ describe('CandidateCard', () => {
   function cand(breaker: Partial<CandidateStatus['breaker']>): CandidateStatus {
     return {
       id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-      supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+      supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
       breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z', ...breaker },
     };
   }
@@ -313,7 +313,7 @@ describe('CandidateCard', () => {
 describe('CandidateCard while a request waits on it', () => {
   const c: CandidateStatus = {
     id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z' },
   };
   const wait = { requestId: 'r1', candidate: 'qwen3-8b', order: 0, cold: false, deadlineMs: 8000, endsAt: 8000 };
@@ -345,7 +345,7 @@ describe('CandidateCard while a request waits on it', () => {
 describe('ChatScreen while the answer waits for its first token', () => {
   const cand = (id: string, priority: number): CandidateStatus => ({
     id, provider: 'ollama', url: '', model: id, priority, enabled: true, supports_thinking: false, embeds: false, embed_only: false,
-    busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, in_flight: 0, slots: 0, deadline_ms: 8000, cold: false,
+    busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 0, slots: 0, deadline_ms: 8000, cold: false,
     ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '' },
   });
