@@ -112,11 +112,7 @@ func (m Meta) FallbackReason() string {
 	if len(line) <= FallbackReasonLimit {
 		return line
 	}
-	n := FallbackReasonLimit - len("…")
-	for n > 0 && line[n]&0xC0 == 0x80 {
-		n--
-	}
-	return line[:n] + "…"
+	return fleet.ClipTo(line, FallbackReasonLimit-len("…"))
 }
 
 // demoted are the attempts of the candidates demoted for memory pressure

@@ -17,15 +17,18 @@ type Status struct {
 	Listen  string `json:"listen"`
 	// ListenTaken is the address the API was to listen on and found taken
 	// (the desktop app then listens on a free port); "" otherwise.
-	ListenTaken       string      `json:"listen_taken"`
-	DefaultModel      string      `json:"default_model"`
-	DeepThinkingModel string      `json:"deep_thinking_model"`
-	Hedge             bool        `json:"hedge"`
-	Candidates        []Candidate `json:"candidates"`
-	GPU               GPU         `json:"gpu"`
-	Host              Host        `json:"host"`
-	Config            ConfigState `json:"config"`
-	History           History     `json:"history"`
+	ListenTaken       string `json:"listen_taken"`
+	DefaultModel      string `json:"default_model"`
+	DeepThinkingModel string `json:"deep_thinking_model"`
+	Hedge             bool   `json:"hedge"`
+	// MinSamples is how many warm TTFT samples a candidate needs before
+	// its deadline is learned (selection.min_samples).
+	MinSamples int         `json:"min_samples"`
+	Candidates []Candidate `json:"candidates"`
+	GPU        GPU         `json:"gpu"`
+	Host       Host        `json:"host"`
+	Config     ConfigState `json:"config"`
+	History    History     `json:"history"`
 }
 
 // Candidate is one candidate with its breaker, load and learned TTFT.
@@ -176,6 +179,7 @@ type StatusInput struct {
 	Demo                            bool
 	DefaultModel, DeepThinkingModel string
 	Hedge                           bool
+	MinSamples                      int
 	Candidates                      []router.CandidateState
 	// TTFT returns a candidate's learned TTFT.
 	TTFT func(id string) deadline.Stats
@@ -192,7 +196,7 @@ type StatusInput struct {
 func NewStatus(in StatusInput) Status {
 	doc := Status{
 		Version: in.Version, Demo: in.Demo, Listen: in.Listen, ListenTaken: in.ListenTaken,
-		DefaultModel: in.DefaultModel, DeepThinkingModel: in.DeepThinkingModel, Hedge: in.Hedge,
+		DefaultModel: in.DefaultModel, DeepThinkingModel: in.DeepThinkingModel, Hedge: in.Hedge, MinSamples: in.MinSamples,
 		Candidates: make([]Candidate, 0, len(in.Candidates)),
 		GPU:        GPU{Message: gpu.MessageNoGPU, Devices: []Device{}},
 		Config:     in.Config,

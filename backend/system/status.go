@@ -16,6 +16,7 @@ func (s *System) Status() schema.Status {
 	in := schema.StatusInput{
 		Version: s.o.Version, Demo: s.demo != nil, Listen: s.Addr(), ListenTaken: s.listenTaken,
 		DefaultModel: cfg.Chat.DefaultModel, DeepThinkingModel: cfg.Chat.DeepThinkingModel, Hedge: cfg.Selection.Hedge,
+		MinSamples: cfg.Selection.MinSamples,
 		Candidates: s.router.States(), TTFT: s.learner.Stats, Unreachable: s.unreachable, Config: cs, History: s.store.Health(),
 	}
 	if smp, ok := s.sampler.Latest(); ok {

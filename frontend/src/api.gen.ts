@@ -421,6 +421,7 @@ export interface components {
             host: components["schemas"]["Host"];
             listen: string;
             listen_taken: string;
+            min_samples: number;
             version: string;
         };
         TTFT: {

@@ -296,6 +296,33 @@ describe('CandidateCard', () => {
     expect(shown()).toBe(open);
   });
 
+  it('a server busy with other clients\' work says so, apart from its breaker', async () => {
+    await show(card(cand({ state: 'closed' })));
+    expect(root.querySelector('[data-testid=server-busy-qwen3-8b]')).toBeNull();
+    const busy = {
+      ...cand({ state: 'closed' }),
+      busy_with_others: 'no first token in 300ms (queued: alive: /api/ps answered in 1 ms; busy with work Switchyard did not send)',
+      busy_since: '2026-05-14T18:41:00Z',
+    };
+    await show(card(busy));
+    const note = root.querySelector('[data-testid=server-busy-qwen3-8b]') as HTMLElement;
+    expect(note.textContent).toMatch(/^Busy with other clients' work \(\d\d:41:00\)\. Not counted as a failure\.$/);
+    expect(note.title).toContain('/api/ps answered');
+    expect(root.querySelector('[data-testid=breaker-qwen3-8b]')!.textContent).toBe('healthy');
+    await show(card({ ...cand({ state: 'closed' }), server_queue: { running: 1, waiting: 2 }, in_flight: 0 }));
+    expect(root.querySelector('[data-testid=server-busy-qwen3-8b]')!.textContent).toBe("Busy with other clients' work: 1 running, 2 waiting on its server, 0 of them Switchyard's.");
+    await show(card({ ...cand({ state: 'closed' }), server_queue: { running: 1, waiting: 0 }, in_flight: 1 }));
+    expect(root.querySelector('[data-testid=server-busy-qwen3-8b]')).toBeNull();
+  });
+
+  it('the deadline says "ceiling" until the status\'s min_samples are in', async () => {
+    const c = { ...cand({ state: 'closed' }), ttft: { n: 5, p50_ms: 10, p95_ms: 20, p99_ms: 30 } };
+    await show(<CandidateCard c={c} receivedAt={0} now={0} isDefault={false} isDeep={false} learnAfter={5} />);
+    expect(root.textContent).not.toContain('ceiling');
+    await show(<CandidateCard c={c} receivedAt={0} now={0} isDefault={false} isDeep={false} learnAfter={20} />);
+    expect(root.textContent).toContain('ceiling');
+  });
+
   it('a server that does not answer, or lacks its model, is not "healthy"', async () => {
     const dead = { ...cand({ state: 'closed' }), unreachable: 'connection refused', unreachable_since: '2026-05-14T18:41:00Z' };
     await show(card(dead));

@@ -3,7 +3,7 @@ import type { Wait } from '../inflight';
 import { Badge } from '../ui/Badge';
 import { Deadline } from '../ui/Deadline';
 import type { BreakerChange, CandidateStatus } from '../types';
-import { breakerFact, candidateBadge, serverProblem, shownState } from './breaker';
+import { breakerFact, candidateBadge, serverBusy, serverProblem, shownState } from './breaker';
 
 interface Props {
   c: CandidateStatus;
@@ -12,20 +12,20 @@ interface Props {
   now: number;
   isDefault: boolean;
   isDeep: boolean;
+  /** Samples needed before a learned deadline replaces the ceiling (the status's min_samples; docs/DESIGN.md, "The learned deadline"). */
+  learnAfter?: number;
   /** The requests waiting on this candidate's first token, the soonest deadline first. */
   waits?: Wait[];
   /** Its last breaker change this page saw, for what tripped it. */
   change?: BreakerChange;
 }
 
-/** Samples needed before a learned deadline replaces the ceiling (docs/DESIGN.md, "The learned deadline"). */
-const LEARN_AFTER = 20;
-
-export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, waits = [], change }: Props) {
+export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, learnAfter = 20, waits = [], change }: Props) {
   const cooldown = remainingAt(c.breaker.remaining_ms, receivedAt, now);
   const state = shownState(c.breaker.state, cooldown);
   const badge = candidateBadge(c, cooldown);
   const problem = serverProblem(c);
+  const busyWork = problem ? null : serverBusy(c);
   const busy = remainingAt(c.busy_ms, receivedAt, now);
   const ttft = c.ttft;
   const fact = breakerFact(c.breaker, change);
@@ -71,6 +71,11 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, waits = [
       {problem && (
         <p class="note note-bad small" data-testid={`server-problem-${c.id}`}>
           {problem}
+        </p>
+      )}
+      {busyWork && (
+        <p class="note small" data-testid={`server-busy-${c.id}`} title={busyWork.evidence}>
+          {busyWork.text}
         </p>
       )}
       {state === 'open' && (
@@ -124,7 +129,7 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, waits = [
           <dt>First-token deadline</dt>
           <dd class="mono">
             {formatMs(c.deadline_ms)}
-            {(!ttft || ttft.n < LEARN_AFTER) && <span class="muted small"> ceiling</span>}
+            {(!ttft || ttft.n < learnAfter) && <span class="muted small"> ceiling</span>}
           </dd>
         </div>
         <div title={fact.hint} data-testid={`breaker-fact-${c.id}`}>

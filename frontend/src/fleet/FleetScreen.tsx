@@ -56,6 +56,7 @@ export function FleetScreen({ client, live }: Props) {
                     now={Math.max(now, live.statusAt)}
                     isDefault={c.id === status.default_model}
                     isDeep={c.id === status.deep_thinking_model}
+                    learnAfter={status.min_samples}
                     waits={live.inflight.waitsOn(c.id)}
                     change={live.breakerChanges.get(c.id)}
                   />

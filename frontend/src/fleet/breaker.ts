@@ -104,6 +104,27 @@ export function serverProblem(c: CandidateStatus): string | null {
   return null;
 }
 
+/**
+ * serverBusy is what a card says of a server busy with other clients'
+ * work (docs/DESIGN.md, "Shared servers"): busy, not sick, apart from its
+ * breaker. From the evidence of its last wait behind work Switchyard did
+ * not send, or from what the server reports of its queue beyond
+ * Switchyard's own requests; null when neither says so.
+ */
+export function serverBusy(c: CandidateStatus): { text: string; evidence: string } | null {
+  const q = c.server_queue;
+  const queue = q ? `${q.running} running, ${q.waiting} waiting on its server` : '';
+  const others = q ? (q.running ?? 0) + (q.waiting ?? 0) - c.in_flight : 0;
+  if (c.busy_with_others) {
+    const since = c.busy_since ? ` (${formatClock(c.busy_since)})` : '';
+    return { text: `Busy with other clients' work${since}${queue ? `: ${queue}` : ''}. Not counted as a failure.`, evidence: c.busy_with_others };
+  }
+  if (q && others > 0) {
+    return { text: `Busy with other clients' work: ${queue}, ${c.in_flight} of them Switchyard's.`, evidence: 'as its server last reported' };
+  }
+  return null;
+}
+
 /** A term of a candidate card's facts, with the words shown on hover. */
 export interface BreakerFact {
   term: string;
