@@ -36,12 +36,13 @@ endif
 
 # Debian packages: the desktop window needs GTK and WebKitGTK headers;
 # the browser and window tests need Chromium and Xvfb; the reload test
-# (e2e_test.go) needs ip from iproute2 for its network namespace.
+# (e2e_test.go) needs ip from iproute2 for its network namespace; the team
+# tests (backend/pgtest) need PostgreSQL 15.
 DESKTOP_PKGS := libgtk-3-dev libwebkit2gtk-4.0-dev pkg-config gcc
 # NVML (backend/gpu) needs cgo, and cgo a C compiler: without one Go
 # quietly builds the stub that reads no GPU.
 CGO_PKGS := gcc libc6-dev
-TEST_PKGS := chromium xvfb xauth x11-utils imagemagick curl iproute2
+TEST_PKGS := chromium xvfb xauth x11-utils imagemagick curl iproute2 postgresql
 
 # What the binaries are built from: a change to any of these rebuilds them,
 # nothing else does.
