@@ -1,0 +1,56 @@
+package router
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// evidenceOf reports fixed remote evidence per candidate id.
+type evidenceOf map[string]Remote
+
+func (e evidenceOf) Remote(c fleet.Candidate, _ time.Time) Remote { return e[c.ID] }
+
+func TestRemoteEvidenceExcludesDemotesAndCounts(t *testing.T) {
+	f := newFake(map[string]script{})
+	ev := evidenceOf{
+		"a": {Out: true, Until: time.Now().Add(time.Minute), Reason: "node b: breaker open since 18:41; node c: breaker open since 18:41"},
+		"b": {Suspect: true, Reason: "node b: probe failed since 18:42"},
+		"c": {InFlight: 3},
+	}
+	r := New(testFleet(f, Settings{}), Deps{Evidence: ev})
+	pl, err := r.plan(r.state.Load(), &fleet.Request{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range pl.entries {
+		switch id := e.target.Candidate.ID; {
+		case e.skip != nil:
+			got = append(got, id+":skip")
+			if e.skip.Outcome != fleet.OutcomeSkippedOpen || !strings.Contains(e.skip.Error, "node b: breaker open") {
+				t.Errorf("skip of %s = %s %q; want skipped_open with the reason", id, e.skip.Outcome, e.skip.Error)
+			}
+		case e.demoted:
+			got = append(got, id+":demoted")
+			if e.reading == nil || e.reading.Reason != ev["b"].Reason {
+				t.Errorf("demotion of %s reads %+v; want the reason %q", id, e.reading, ev["b"].Reason)
+			}
+		default:
+			got = append(got, id)
+		}
+	}
+	if want := []string{"a:skip", "c", "b:demoted"}; !equal(got, want) {
+		t.Errorf("plan = %v; want %v", got, want)
+	}
+	if v := r.view(fleet.Candidate{ID: "c"}, time.Now()); v.inflight != 3 {
+		t.Errorf("view(c).inflight = %d; want the 3 other nodes run", v.inflight)
+	}
+	for _, cs := range r.States() {
+		if cs.Candidate.ID == "c" && (cs.InFlight != 0 || cs.RemoteInFlight != 3) {
+			t.Errorf("States() c: InFlight %d, RemoteInFlight %d; want 0, 3 (this node's own count stays its own)", cs.InFlight, cs.RemoteInFlight)
+		}
+	}
+}
