@@ -76,7 +76,7 @@ type mine struct {
 	status, detail string
 	holdFor        time.Duration
 	inflight       int
-	dirty          bool
+	gen, sentGen   uint64    // changes made, and the change the last row showed
 	sent           time.Time // when the last row was written; zero: never
 	okAt           time.Time // this node's last success there
 }
@@ -181,17 +181,24 @@ func (t *Team) Observe(ev fleet.Event) {
 	}
 	// An open breaker is the strongest word: a failed probe of another
 	// candidate on the same server does not weaken it.
-	if !(status == StatusProbeFailed && m.status == StatusBreakerOpen) && (m.status != status || m.detail != detail) {
-		m.status, m.detail, m.holdFor, m.dirty = status, detail, holdFor, true
+	changed := !(status == StatusProbeFailed && m.status == StatusBreakerOpen) && (m.status != status || m.detail != detail)
+	if changed {
+		m.status, m.detail, m.holdFor = status, detail, holdFor
+		m.change()
 	}
 	e.mu.Unlock()
-	if m.dirty {
+	if changed {
 		select {
 		case t.wake <- struct{}{}:
 		default:
 		}
 	}
 }
+
+// change marks m for publishing.
+func (m *mine) change() { m.gen++ }
+
+func (m *mine) dirty() bool { return m.gen != m.sentGen }
 
 func (e *evidence) mine(tg target) *mine {
 	m, ok := e.local[tg]
@@ -216,14 +223,16 @@ func (e *evidence) refresh(byID map[string]int, republish bool) {
 	}
 	for tg, m := range e.local {
 		if n := sum[tg]; m.inflight != n || (republish && n > 0) {
-			m.inflight, m.dirty = n, true
+			m.inflight = n
+			m.change()
 		}
 		delete(sum, tg)
 	}
 	for tg, n := range sum {
 		if n > 0 {
 			m := e.mine(tg)
-			m.inflight, m.dirty = n, true
+			m.inflight = n
+			m.change()
 		}
 	}
 }
@@ -239,13 +248,15 @@ func (t *Team) publish(ctx context.Context, conn *pgx.Conn, parts partitions) er
 	e.mu.Lock()
 	var due []row
 	var marks []*mine
+	var gens []uint64
 	for tg, m := range e.local {
-		if !m.dirty || (!m.sent.IsZero() && now.Sub(m.sent) < t.o.MinGap) {
+		if !m.dirty() || (!m.sent.IsZero() && now.Sub(m.sent) < t.o.MinGap) {
 			continue
 		}
 		due = append(due, row{Node: t.o.Node, Server: tg.server, Model: tg.model, Status: m.status, Detail: m.detail,
 			ForMS: m.holdFor.Milliseconds(), InFlight: m.inflight})
 		marks = append(marks, m)
+		gens = append(gens, m.gen)
 	}
 	e.mu.Unlock()
 	if len(due) == 0 {
@@ -274,8 +285,8 @@ func (t *Team) publish(ctx context.Context, conn *pgx.Conn, parts partitions) er
 		return fmt.Errorf("publish evidence: %w", err)
 	}
 	e.mu.Lock()
-	for _, m := range marks {
-		m.dirty, m.sent = false, now
+	for i, m := range marks {
+		m.sentGen, m.sent = gens[i], now
 	}
 	e.rowsSent += int64(len(due))
 	e.mu.Unlock()

@@ -187,3 +187,35 @@ func TestShippingSurvivesCrashesAndRestarts(t *testing.T) {
 		t.Errorf("restarted node shipped %d records; want the 10 new ones", n)
 	}
 }
+
+// TestRetentionDropsWholePartitions: a day past retention goes as a whole
+// partition; today's stays.
+func TestRetentionDropsWholePartitions(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase()
+	conn := connect(t, url)
+	ctx := context.Background()
+	if err := Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	old := now.AddDate(0, 0, -40)
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		return partitions{}.ensure(ctx, tx, old, now)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := func() int {
+		return count(url, `SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'team_requests'`)
+	}
+	if n := parts(); n != 2 {
+		t.Fatalf("partitions of team_requests = %d; want 2", n)
+	}
+	dropped, err := dropBefore(ctx, conn, now.Add(-DefaultRetention))
+	if err != nil || dropped != len(partitioned) {
+		t.Errorf("dropBefore() = %d, %v; want %d (the old day of each table)", dropped, err, len(partitioned))
+	}
+	if n := parts(); n != 1 {
+		t.Errorf("partitions of team_requests after retention = %d; want 1", n)
+	}
+}
