@@ -1,0 +1,174 @@
+package system
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/history"
+	"github.com/switchyard/switchyard/backend/pgtest"
+	"github.com/switchyard/switchyard/backend/simfleet"
+	"github.com/switchyard/switchyard/backend/team"
+)
+
+// teamNode starts a Switchyard in front of f, a node of the team in the
+// database at url when url is not "" (sharing on), alone otherwise.
+func teamNode(t *testing.T, f *simfleet.Fleet, name, url string) *System {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("selection:\n  failure_threshold: 2\n  open_duration: 5m\n  first_token_timeout: 1s\n  deadline_floor: 500ms\n")
+	if url != "" {
+		fmt.Fprintf(&b, "team:\n  database_env: TEAM_DB\n  node: %s\n", name)
+	}
+	b.WriteString("chat:\n  candidates:\n")
+	for _, c := range f.Candidates() {
+		// Every node reaches the servers by loopback: server_key says they
+		// are the same servers.
+		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %s, priority: %d, server_key: %s}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority, c.ID)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sys, err := New(t.Context(), Options{ConfigPath: cfg, Addr: "127.0.0.1:0", DBPath: filepath.Join(dir, "h.db"),
+		ShutdownGrace: time.Second, Getenv: func(k string) string {
+			if k == "TEAM_DB" {
+				return url
+			}
+			return ""
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSystem(t, sys)
+	return sys
+}
+
+func teamChat(t *testing.T, sys *System) {
+	t.Helper()
+	resp, err := http.Post(sys.URL()+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"auto","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("chat on %s = %d; want 200", sys.URL(), resp.StatusCode)
+	}
+}
+
+// wasted counts the attempts sys made on candidate bad: tried, not
+// skipped or demoted.
+func wasted(t *testing.T, sys *System, bad string) int {
+	t.Helper()
+	recs, err := sys.store.Requests(t.Context(), history.Filter{Limit: history.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		for _, a := range r.Attempts {
+			if a.Candidate == bad && a.Outcome != fleet.OutcomeSkippedOpen && a.Outcome != fleet.OutcomeDemoted {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestTeamSharesWhatItLearns: three Switchyards in front of one simulated
+// fleet, a dead server and a hung one, each first in the order. Alone,
+// each node pays its own failed attempts before its breaker opens; in a
+// team, the first node's open breaker demotes the server on the others,
+// who pay none. Their history reaches the team database, each record
+// once, under its node's name.
+func TestTeamSharesWhatItLearns(t *testing.T) {
+	pg := pgtest.Start(t)
+	for _, fault := range []simfleet.FaultKind{simfleet.FaultRefuse, simfleet.FaultHangFirstToken} {
+		for _, sharing := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s sharing %v", fault, sharing), func(t *testing.T) {
+				f, err := simfleet.StartFleet([]simfleet.Member{
+					{ID: "bad", Priority: 1, Config: simfleet.Config{Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "m"}}}},
+					{ID: "good", Priority: 2, Config: simfleet.Config{Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "m"}}}},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(f.Close)
+				if err := f.SetFault("bad", simfleet.Fault{Kind: fault}); err != nil {
+					t.Fatal(err)
+				}
+				url := ""
+				if sharing {
+					url = pg.NewDatabase()
+				}
+				nodes := []*System{teamNode(t, f, "n1", url), teamNode(t, f, "n2", url), teamNode(t, f, "n3", url)}
+				if sharing {
+					for _, n := range nodes {
+						eventually(t, 20*time.Second, "team link online", func() bool { return n.team.Status().Link == team.LinkOnline })
+					}
+				}
+				// n1 meets the fault first: two failures open its breaker.
+				teamChat(t, nodes[0])
+				teamChat(t, nodes[0])
+				if sharing {
+					bad := nodes[1].router.Fleet().Targets[0].Candidate
+					for _, n := range nodes[1:] {
+						eventually(t, 20*time.Second, "evidence reaches the others", func() bool { return n.team.Remote(bad, time.Now()).Suspect })
+					}
+				}
+				for range 3 {
+					for _, n := range nodes {
+						teamChat(t, n)
+					}
+				}
+				var per []int
+				total := 0
+				for _, n := range nodes {
+					w := wasted(t, n, "bad")
+					per = append(per, w)
+					total += w
+				}
+				t.Logf("%s, sharing %v: wasted attempts per node %v, total %d", fault, sharing, per, total)
+				want := 6 // each node's two failures before its breaker opens
+				if sharing {
+					want = 2 // n1's only
+				}
+				if total != want {
+					t.Errorf("wasted attempts = %v (total %d); want total %d", per, total, want)
+				}
+				if !sharing {
+					return
+				}
+				eventually(t, 20*time.Second, "every record shipped once", func() bool {
+					return rows(t, url, "SELECT count(*) FROM team_requests") == 11 &&
+						rows(t, url, "SELECT count(DISTINCT node) FROM team_requests") == 3
+				})
+			})
+		}
+	}
+}
+
+func rows(t *testing.T, url, q string) int {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
