@@ -172,3 +172,47 @@ func rows(t *testing.T, url, q string) int {
 	}
 	return n
 }
+
+// TestTeamDatabaseFaultsLeaveRequestsAlone: with the team database frozen
+// (SIGSTOP) and then crashed (pg_ctl -m immediate), a node answers as fast
+// as ever, says "team link offline", and ships what it served once the
+// database is back, every record once.
+func TestTeamDatabaseFaultsLeaveRequestsAlone(t *testing.T) {
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase()
+	f, err := simfleet.StartFast(1, fleet.ProviderOpenAI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	n := teamNode(t, f, "n1", url)
+	eventually(t, 20*time.Second, "team link online", func() bool { return n.team.Status().Link == team.LinkOnline })
+	served := 0
+	serve := func(k int) {
+		for range k {
+			begin := time.Now()
+			teamChat(t, n)
+			if d := time.Since(begin); d > time.Second {
+				t.Errorf("a request took %v with the team database down; want no wait on it", d)
+			}
+			served++
+		}
+	}
+	serve(5)
+	for _, fault := range []struct {
+		name     string
+		down, up func()
+	}{
+		{"frozen", pg.Freeze, pg.Thaw},
+		{"crashed", pg.Stop, pg.Start},
+	} {
+		fault.down()
+		serve(10)
+		eventually(t, 30*time.Second, fault.name+": team link offline", func() bool { return n.team.Status().Link == team.LinkOffline })
+		serve(5)
+		fault.up()
+		eventually(t, 30*time.Second, fault.name+": every record shipped once", func() bool {
+			return rows(t, url, "SELECT count(*) FROM team_requests WHERE node = 'n1'") == served
+		})
+	}
+}
