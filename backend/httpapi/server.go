@@ -70,6 +70,9 @@ type Options struct {
 	// /switchyard/v1/config/write) and returns its path; an error that
 	// wraps fs.ErrExist answers 409, any other 404. Nil: 404.
 	WriteConfig func() (string, error)
+	// Team returns the document of GET /switchyard/v1/team; nil: no team
+	// (404).
+	Team func() schema.Team
 
 	// Listen is the address the server is bound to, host:port; it decides
 	// the Host allowlist.
@@ -179,6 +182,7 @@ func New(o Options) *Server {
 	mux.HandleFunc("GET /switchyard/v1/status", s.status)
 	mux.HandleFunc("GET /switchyard/v1/config", s.config)
 	mux.HandleFunc("POST /switchyard/v1/config/write", s.writeConfig)
+	mux.HandleFunc("GET /switchyard/v1/team", s.team)
 	mux.HandleFunc("GET /switchyard/v1/requests", s.requests)
 	mux.HandleFunc("GET /switchyard/v1/requests/{id}", s.request)
 	mux.HandleFunc("GET /switchyard/v1/stats", s.stats)

@@ -44,6 +44,14 @@ func (s *Server) writeConfig(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+func (s *Server) team(w http.ResponseWriter, r *http.Request) {
+	if s.o.Team == nil {
+		writeJSONError(w, http.StatusNotFound, "not in a team (no team.database_env in the config)")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.o.Team())
+}
+
 func (s *Server) requests(w http.ResponseWriter, r *http.Request) {
 	if s.o.History == nil {
 		writeJSONError(w, http.StatusNotFound, "history is off")

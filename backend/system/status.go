@@ -21,7 +21,19 @@ func (s *System) Status() schema.Status {
 	if smp, ok := s.sampler.Latest(); ok {
 		in.Sample = &smp
 	}
+	if s.team != nil {
+		st := s.team.Status()
+		in.Team = &st
+	}
 	return schema.NewStatus(in)
+}
+
+// teamDoc is GET /switchyard/v1/team; nil without a team.
+func (s *System) teamDoc() func() schema.Team {
+	if s.team == nil {
+		return nil
+	}
+	return func() schema.Team { return schema.NewTeam(s.team.Status()) }
 }
 
 // configStatus is called with s.mu held.

@@ -11,7 +11,7 @@ import (
 var t0 = time.Date(2026, 12, 1, 18, 41, 0, 0, time.UTC)
 
 // shared is a candidate on a server two nodes reach by different URLs.
-var shared = fleet.Candidate{ID: "big", URL: "http://gpu1.lan:11434", Model: "qwen3:8b", ServerKey: "gpu1"}
+var shared = fleet.Candidate{ID: "big", URL: "http://gpu1.invalid:11434", Model: "qwen3:8b", ServerKey: "gpu1"}
 
 func newTestTeam(t *testing.T, node string, now func() time.Time) *Team {
 	t.Helper()
@@ -114,7 +114,7 @@ func TestServerKey(t *testing.T) {
 		c    fleet.Candidate
 		want string
 	}{
-		{fleet.Candidate{URL: "http://GPU1.lan:11434/v1"}, "http://gpu1.lan:11434"},
+		{fleet.Candidate{URL: "http://GPU1.invalid:11434/v1"}, "http://gpu1.invalid:11434"},
 		{fleet.Candidate{URL: "http://127.0.0.1:11434", Local: true}, ""},
 		{fleet.Candidate{URL: "http://127.0.0.1:11434", Local: true, ServerKey: "box"}, "box"},
 	} {

@@ -157,6 +157,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/switchyard/v1/team": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The team: this node's link, the nodes, and what each reports of the shared servers (SPEC 6.6). */
+        get: operations["team"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -421,6 +438,7 @@ export interface components {
             host: components["schemas"]["Host"];
             listen: string;
             listen_taken: string;
+            team: components["schemas"]["TeamLink"] | null;
             version: string;
         };
         TTFT: {
@@ -441,6 +459,48 @@ export interface components {
             p50_ms: number;
             /** Format: int64 */
             p95_ms: number;
+        };
+        Team: {
+            link: string;
+            link_error: string;
+            /** Format: date-time */
+            link_since: string;
+            node: string;
+            nodes: components["schemas"]["TeamNode"][];
+            servers: components["schemas"]["TeamServer"][];
+            /** Format: int64 */
+            shipped: number;
+        };
+        TeamLink: {
+            link?: string;
+            link_error?: string;
+            /** Format: date-time */
+            link_since?: string;
+            node?: string;
+        };
+        TeamNode: {
+            config_hash: string;
+            /** Format: date-time */
+            last_seen: string;
+            link: string;
+            name: string;
+            version: string;
+        };
+        TeamReport: {
+            /** Format: date-time */
+            at: string | null;
+            current: boolean;
+            detail: string;
+            in_flight: number;
+            node: string;
+            status: string;
+            /** Format: date-time */
+            until: string | null;
+        };
+        TeamServer: {
+            model: string;
+            reports: components["schemas"]["TeamReport"][];
+            server: string;
         };
     };
     responses: never;
@@ -716,6 +776,35 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Status"];
+                };
+            };
+        };
+    };
+    team: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The team: this node's link, the nodes, and what each reports of the shared servers (SPEC 6.6). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Team"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
