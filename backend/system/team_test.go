@@ -216,3 +216,39 @@ func TestTeamDatabaseFaultsLeaveRequestsAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckSaysWhatItFoundInTheTeam: check connects to the team database
+// and reports its schema and nodes, or why it could not.
+func TestCheckSaysWhatItFoundInTheTeam(t *testing.T) {
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase()
+	f, err := simfleet.StartFast(1, fleet.ProviderOpenAI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	yaml := fmt.Sprintf("team:\n  database_env: TEAM_DB\n  node: n1\nchat:\n  candidates:\n    - {id: a, provider: openai, url: %q, model: %s}\n",
+		f.Candidates()[0].URL, f.Candidates()[0].Model)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(url string) *TeamCheck {
+		rep, err := Check(t.Context(), Options{ConfigPath: cfg, Getenv: func(string) string { return url }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Team
+	}
+	if tc := check(url); tc == nil || tc.Err != nil || tc.Node != "n1" || tc.Found.Schema != 0 || !strings.HasPrefix(tc.Found.Server, "15") {
+		t.Errorf("Check() team of an empty database = %+v; want PostgreSQL 15, not migrated", tc)
+	}
+	n := teamNode(t, f, "n1", url)
+	eventually(t, 20*time.Second, "team link online", func() bool { return n.team.Status().Link == team.LinkOnline })
+	if tc := check(url); tc.Err != nil || tc.Found.Schema != tc.Found.Known || len(tc.Found.Nodes) != 1 || tc.Found.Nodes[0].Name != "n1" {
+		t.Errorf("Check() team with n1 running = %+v; want the schema up to date and node n1", tc)
+	}
+	if tc := check(""); tc.Err == nil {
+		t.Error("Check() team with the variable unset: no error")
+	}
+}
