@@ -18,6 +18,7 @@ import type {
   RequestRecord,
   Stats,
   Status,
+  TeamDoc,
 } from './types';
 
 // SSE parsing lives in sse.ts; it is part of this module's surface.
@@ -347,6 +348,11 @@ export class Client {
   stats(since: string, bucket: string, signal?: AbortSignal): Promise<Stats> {
     const q = new URLSearchParams({ since, bucket });
     return this.json(`/switchyard/v1/stats?${q}`, withSignal(signal));
+  }
+
+  /** The team document; 404 (an error) when this Switchyard is in no team. */
+  team(signal?: AbortSignal): Promise<TeamDoc> {
+    return this.json('/switchyard/v1/team', withSignal(signal));
   }
 
   demo(signal?: AbortSignal): Promise<DemoState> {
