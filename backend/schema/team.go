@@ -92,3 +92,25 @@ func NewTeam(st team.Status) Team {
 	}
 	return out
 }
+
+// TeamRequests is GET /switchyard/v1/team/requests: the team's newest
+// shipped requests, of every node or of one.
+type TeamRequests struct {
+	Requests []TeamRequest `json:"requests"`
+}
+
+// TeamRequest is one request of the team's history with the node that
+// served it.
+type TeamRequest struct {
+	Node string `json:"node"`
+	Request
+}
+
+// NewTeamRequests is the team's records as the API shows them.
+func NewTeamRequests(recs []team.Record) TeamRequests {
+	out := TeamRequests{Requests: make([]TeamRequest, 0, len(recs))}
+	for _, r := range recs {
+		out.Requests = append(out.Requests, TeamRequest{Node: r.Node, Request: NewRequest(r.RequestRecord)})
+	}
+	return out
+}

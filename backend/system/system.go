@@ -256,7 +256,7 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	s.api = httpapi.New(httpapi.Options{
 		Router: s.router, Upstreams: upstream.Direct{Pool: s.pool}, History: s.store, Hub: s.hub, Demo: s.demoControl(),
 		Metrics: s.metrics.Handler(), UI: o.UI, Webview: o.Webview,
-		Status: s.Status, Config: s.Config, WriteConfig: s.WriteConfig, Team: s.teamDoc(),
+		Status: s.Status, Config: s.Config, WriteConfig: s.WriteConfig, Team: s.teamAPI(),
 		Listen: s.ln.Addr().String(), APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit,
 		Version: o.Version,
 	})

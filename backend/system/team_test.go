@@ -23,8 +23,14 @@ import (
 // database at url when url is not "" (sharing on), alone otherwise.
 func teamNode(t *testing.T, f *simfleet.Fleet, name, url string) *System {
 	t.Helper()
+	return teamNodeWith(t, f, name, url, "selection:\n  failure_threshold: 2\n  open_duration: 5m\n  first_token_timeout: 1s\n  deadline_floor: 500ms\n")
+}
+
+// teamNodeWith is teamNode with the selection section given.
+func teamNodeWith(t *testing.T, f *simfleet.Fleet, name, url, selection string) *System {
+	t.Helper()
 	var b strings.Builder
-	b.WriteString("selection:\n  failure_threshold: 2\n  open_duration: 5m\n  first_token_timeout: 1s\n  deadline_floor: 500ms\n")
+	b.WriteString(selection)
 	if url != "" {
 		fmt.Fprintf(&b, "team:\n  database_env: TEAM_DB\n  node: %s\n", name)
 	}
@@ -70,19 +76,25 @@ func teamChat(t *testing.T, sys *System) {
 // skipped or demoted.
 func wasted(t *testing.T, sys *System, bad string) int {
 	t.Helper()
-	recs, err := sys.store.Requests(t.Context(), history.Filter{Limit: history.MaxLimit})
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, r := range recs {
-		for _, a := range r.Attempts {
-			if a.Candidate == bad && a.Outcome != fleet.OutcomeSkippedOpen && a.Outcome != fleet.OutcomeDemoted {
-				n++
+	f := history.Filter{Limit: history.MaxLimit}
+	for {
+		recs, err := sys.store.Requests(t.Context(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			for _, a := range r.Attempts {
+				if a.Candidate == bad && a.Outcome != fleet.OutcomeSkippedOpen && a.Outcome != fleet.OutcomeDemoted {
+					n++
+				}
 			}
 		}
+		if len(recs) < f.Limit {
+			return n
+		}
+		f.Before = recs[len(recs)-1].ID
 	}
-	return n
 }
 
 // TestTeamSharesWhatItLearns: three Switchyards in front of one simulated
@@ -153,6 +165,15 @@ func TestTeamSharesWhatItLearns(t *testing.T) {
 					return rows(t, url, "SELECT count(*) FROM team_requests") == 11 &&
 						rows(t, url, "SELECT count(DISTINCT node) FROM team_requests") == 3
 				})
+				// Any node reads the whole team's history, or one node's.
+				all, err := nodes[0].teamAPI().Requests(t.Context(), "", 100)
+				if err != nil || len(all.Requests) != 11 {
+					t.Errorf("team requests = %d, %v; want all 11", len(all.Requests), err)
+				}
+				n2, err := nodes[0].teamAPI().Requests(t.Context(), "n2", 100)
+				if err != nil || len(n2.Requests) != 3 || n2.Requests[0].Node != "n2" {
+					t.Errorf("team requests of n2 = %+v, %v; want its 3", n2.Requests, err)
+				}
 			})
 		}
 	}

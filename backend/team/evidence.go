@@ -180,8 +180,11 @@ func (t *Team) Observe(ev fleet.Event) {
 		m.okAt = now
 	}
 	// An open breaker is the strongest word: a failed probe of another
-	// candidate on the same server does not weaken it.
-	changed := !(status == StatusProbeFailed && m.status == StatusBreakerOpen) && (m.status != status || m.detail != detail)
+	// candidate on the same server does not weaken it. A failure said
+	// again is said again (a breaker that reopens after its half-open
+	// probe starts a new cool-down), within the rate limit.
+	changed := !(status == StatusProbeFailed && m.status == StatusBreakerOpen) &&
+		(m.status != status || m.detail != detail || status != StatusOK)
 	if changed {
 		m.status, m.detail, m.holdFor = status, detail, holdFor
 		m.change()

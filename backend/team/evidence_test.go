@@ -135,6 +135,14 @@ func TestObserveMarksEvidence(t *testing.T) {
 	if len(st.Servers) != 1 || st.Servers[0].Reports[0].Status != StatusBreakerOpen {
 		t.Fatalf("Status().Servers = %+v; want gpu1 with this node's open breaker (a failed probe does not weaken it; a loopback server is not shared)", st.Servers)
 	}
+	// A breaker that opens again (its half-open probe failed) is said
+	// again, to restart the others' cool-down.
+	m := tm.ev.local[target{"gpu1", "qwen3:8b"}]
+	m.sentGen = m.gen
+	tm.Observe(fleet.Event{Type: fleet.EventBreaker, Breaker: &fleet.BreakerChange{Candidate: "big", To: fleet.BreakerOpen, Cause: "probe failed"}})
+	if !m.dirty() {
+		t.Error("a reopened breaker is not published again")
+	}
 	if st.Link != LinkOffline {
 		t.Errorf("Status().Link before connecting = %q; want offline", st.Link)
 	}

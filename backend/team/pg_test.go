@@ -186,6 +186,14 @@ func TestShippingSurvivesCrashesAndRestarts(t *testing.T) {
 	if n := tm2.Shipped(); n != 10 {
 		t.Errorf("restarted node shipped %d records; want the 10 new ones", n)
 	}
+
+	recs, err := tm2.Requests(context.Background(), "a", 5)
+	if err != nil || len(recs) != 5 || recs[0].Node != "a" || len(recs[0].Attempts) != 2 || recs[0].Attempts[1].Outcome != fleet.OutcomeSuccess {
+		t.Errorf("Requests(a, 5) = %d records (first %+v), %v; want 5 of node a with their 2 attempts", len(recs), recs, err)
+	}
+	if recs, err := tm2.Requests(context.Background(), "nobody", 5); err != nil || len(recs) != 0 {
+		t.Errorf("Requests(nobody) = %d records, %v; want none", len(recs), err)
+	}
 }
 
 // TestRetentionDropsWholePartitions: a day past retention goes as a whole

@@ -174,6 +174,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/switchyard/v1/team/requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The team's newest shipped requests, of every node or of one (node), with attempts. */
+        get: operations["teamRequests"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -497,6 +514,36 @@ export interface components {
             /** Format: date-time */
             until: string | null;
         };
+        TeamRequest: {
+            attempts: components["schemas"]["Attempt"][];
+            completion_tokens: number;
+            error: string;
+            /** @enum {string} */
+            failure: "" | "unknown_model" | "no_candidates" | "unavailable" | "rejected" | "request" | "unsupported" | "upstream_auth" | "client_gone";
+            http_status: number;
+            id: string;
+            is_fallback: boolean;
+            /** Format: int64 */
+            latency_ms: number;
+            node: string;
+            prompt_tokens: number;
+            /** @enum {string} */
+            protocol: "openai" | "ollama" | "ui";
+            requested_model: string;
+            served_candidate: string;
+            served_model: string;
+            /** Format: date-time */
+            started_at: string;
+            /** @enum {string} */
+            status: "ok" | "error" | "client_abort" | "upstream_error_after_commit";
+            stream: boolean;
+            thinking: boolean;
+            /** Format: int64 */
+            ttft_ms: number;
+        };
+        TeamRequests: {
+            requests: components["schemas"]["TeamRequest"][];
+        };
         TeamServer: {
             model: string;
             reports: components["schemas"]["TeamReport"][];
@@ -800,6 +847,56 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    teamRequests: {
+        parameters: {
+            query?: {
+                node?: string;
+                limit?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The team's newest shipped requests, of every node or of one (node), with attempts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TeamRequests"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

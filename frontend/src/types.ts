@@ -44,6 +44,8 @@ export type TeamDoc = S['Team'];
 export type TeamNode = S['TeamNode'];
 export type TeamServer = S['TeamServer'];
 export type TeamReport = S['TeamReport'];
+export type TeamRequest = S['TeamRequest'];
+export type TeamRequests = S['TeamRequests'];
 
 /** One event of GET /switchyard/v1/events, decoded. */
 export type LiveEvent =

@@ -42,10 +42,23 @@ const doc: TeamDoc = {
   ],
 };
 
+const rec = {
+  id: 'r1', started_at: '2026-12-01T18:41:00Z', protocol: 'openai', stream: false, thinking: false, requested_model: 'auto',
+  served_candidate: 'good', served_model: 'm', is_fallback: true, status: 'ok', http_status: 200, error: '', failure: '',
+  ttft_ms: 0, latency_ms: 20, prompt_tokens: 0, completion_tokens: 0, attempts: [],
+};
+
 describe('TeamScreen', () => {
   it('says the link is offline and shows who saw what', async () => {
     let answer: (d: TeamDoc) => void = () => {};
-    const client = { team: () => new Promise<TeamDoc>((r) => (answer = r)) } as unknown as Client;
+    const asked: string[] = [];
+    const client = {
+      team: () => new Promise<TeamDoc>((r) => (answer = r)),
+      teamRequests: (node: string) => {
+        asked.push(node);
+        return Promise.resolve({ requests: [{ ...rec, node: node || 'b' }] });
+      },
+    } as unknown as Client;
     const live = new LiveStore(client);
     live.apply({ type: 'status', data: { team: { node: 'a', link: 'offline', link_since: '', link_error: '' } } as unknown as Status }, 0);
     await act(() => render(<TeamScreen client={client} live={live} />, root));
@@ -55,6 +68,14 @@ describe('TeamScreen', () => {
     const srv = root.querySelector('[data-testid=team-server-gpu1]')!.textContent!;
     expect(srv).toContain('breaker open');
     expect(srv).toContain('2 in flight');
+    await act(async () => {});
+    expect(root.querySelector('[data-testid=team-history]')!.textContent).toContain('auto → good');
+    const filter = root.querySelector<HTMLSelectElement>('[data-testid=team-node-filter]')!;
+    await act(async () => {
+      filter.value = 'a';
+      filter.dispatchEvent(new Event('change'));
+    });
+    expect(asked).toEqual(['', 'a']);
   });
 
   it('mutes a failing report that no longer counts', () => {

@@ -1,8 +1,10 @@
+import { useState } from 'preact/hooks';
 import type { Client } from '../api';
-import { formatClock } from '../format';
+import { formatClock, formatDateTime, formatMs, humanStatus } from '../format';
+import { statusTone } from '../history/tones';
 import { useAsync, useObservable } from '../hooks';
 import type { LiveStore } from '../store';
-import type { TeamReport } from '../types';
+import type { TeamDoc, TeamReport } from '../types';
 import { Badge, type BadgeTone } from '../ui/Badge';
 import { Empty, ErrorBox, Loading } from '../ui/States';
 
@@ -129,8 +131,77 @@ export function TeamScreen({ client, live }: Props) {
               </table>
             )}
           </section>
+          <TeamHistory client={client} doc={doc} />
         </>
       ) : null}
+    </section>
+  );
+}
+
+/** TeamHistory lists the team's newest shipped requests, all nodes' or one node's. */
+function TeamHistory({ client, doc }: { client: Client; doc: TeamDoc }) {
+  const [node, setNode] = useState('');
+  const [res, reload] = useAsync((signal) => client.teamRequests(node, 50, signal), [client, node]);
+  return (
+    <section class="card" aria-labelledby="team-history">
+      <div class="card-head">
+        <h2 id="team-history">Team history</h2>
+        <span class="head-actions">
+          <label class="small">
+            Node{' '}
+            <select value={node} onChange={(e) => setNode((e.target as HTMLSelectElement).value)} data-testid="team-node-filter">
+              <option value="">all nodes</option>
+              {doc.nodes.map((n) => (
+                <option key={n.name} value={n.name}>
+                  {n.name}
+                </option>
+              ))}
+            </select>
+          </label>{' '}
+          <button type="button" class="btn btn-ghost btn-small" onClick={reload}>
+            Refresh
+          </button>
+        </span>
+      </div>
+      {res.state === 'error' ? (
+        <ErrorBox title="Could not read the team's history" message={res.error.message} onRetry={reload} />
+      ) : !res.value ? (
+        <Loading what="the team's history" />
+      ) : res.value.requests.length === 0 ? (
+        <Empty title="Nothing shipped yet">Each node ships what it served within a second or two of answering.</Empty>
+      ) : (
+        <div class="table-wrap">
+          <table class="table" data-testid="team-history">
+            <thead>
+              <tr>
+                <th scope="col">Time</th>
+                <th scope="col">Node</th>
+                <th scope="col">Requested → served</th>
+                <th scope="col">Status</th>
+                <th scope="col" class="num">
+                  Latency
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {res.value.requests.map((r) => (
+                <tr key={`${r.node} ${r.id}`}>
+                  <td>{formatDateTime(r.started_at)}</td>
+                  <td>{r.node}</td>
+                  <td class="mono">
+                    {r.requested_model} → {r.served_candidate || '—'}
+                    {r.is_fallback && <span class="muted"> (fallback)</span>}
+                  </td>
+                  <td>
+                    <Badge tone={statusTone(r.status)}>{humanStatus(r.status)}</Badge>
+                  </td>
+                  <td class="num">{formatMs(r.latency_ms)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
     </section>
   );
 }
