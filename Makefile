@@ -51,7 +51,7 @@ GO_SRC := $(shell find . -path ./frontend -prune -o -path ./e2e -prune -o -path 
 UI_SRC := $(shell find frontend/src frontend/public -type f 2>/dev/null) $(wildcard frontend/index.html frontend/vite.config.* frontend/tsconfig*.json frontend/package.json)
 UI := frontend/dist/index.html
 
-.PHONY: run serve test test-go test-frontend test-node test-browser test-window build build-desktop frontend deps-desktop deps-test deps-cgo check-hosts node-deps clean bench experiment
+.PHONY: run serve test test-go test-frontend test-node test-browser test-window build build-desktop frontend deps-desktop deps-test deps-cgo check-hosts node-deps clean bench experiment team-figures
 
 # run: the desktop app when there is a display, else `switchyard serve`.
 # `make run ADDR=127.0.0.1:9000` (or `make serve ADDR=...`) serves on
@@ -209,6 +209,11 @@ experiment: build
 # and allocation profiles it summarises, in build/bench/.
 bench: build
 	./$(BIN) bench --markdown docs/BENCHMARKS.md --profile build/bench
+
+# team-figures: three Switchyards sharing a private PostgreSQL against the
+# same three alone (a few minutes); regenerates docs/BENCHMARKS-TEAMS.md.
+team-figures:
+	SWITCHYARD_TEAM_FIGURES=$(CURDIR)/docs/BENCHMARKS-TEAMS.md $(GO) test -count=1 -run '^TestTeamFigures$$' -timeout 30m -v ./backend/system
 
 clean:
 	rm -rf build/bin build/bench $(TEST_SKIPS) frontend/dist/assets frontend/dist/index.html .tools

@@ -30,7 +30,7 @@ func (s *System) openTeam(cfg config.Config) error {
 	}
 	s.team, err = team.New(team.Options{
 		URL: url, Node: node, Version: s.o.Version, ConfigHash: configHash(s.cfgText),
-		History: s.store, InFlight: s.inflight, OpenFor: cfg.Selection.OpenDuration,
+		History: s.store, InFlight: s.inflight, OpenFor: cfg.Selection.OpenDuration, ProbeFor: cfg.Selection.FirstTokenTimeout,
 		Retention: cfg.History.Retention, Logf: s.o.Logf,
 	})
 	if err != nil {

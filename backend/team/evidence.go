@@ -141,7 +141,7 @@ func (t *Team) Observe(ev fleet.Event) {
 		id = ev.Breaker.Candidate
 		switch ev.Breaker.To {
 		case fleet.BreakerOpen:
-			status, detail, holdFor = StatusBreakerOpen, "breaker open: "+ev.Breaker.Cause, t.o.OpenFor
+			status, detail, holdFor = StatusBreakerOpen, "breaker open: "+ev.Breaker.Cause, t.o.OpenFor+t.o.ProbeFor
 		case fleet.BreakerClosed:
 			status = StatusOK
 		default:

@@ -117,7 +117,7 @@ func TestSkewedClocks(t *testing.T) {
 		late := start(t, fast(url, "late"))
 		eventually(t, "a node started later suspects it too", func() bool { return late.Remote(shared, time.Now()).Suspect })
 		for _, tm := range []*Team{b, late} {
-			if rm := tm.Remote(shared, time.Now().Add(DefaultOpenFor+time.Second)); rm.Suspect {
+			if rm := tm.Remote(shared, time.Now().Add(DefaultOpenFor+DefaultProbeFor+time.Second)); rm.Suspect {
 				t.Errorf("skew %v: %s.Remote() after the cool-down = %+v; want nothing", skew, tm.Node(), rm)
 			}
 		}

@@ -43,6 +43,7 @@ const (
 	DefaultRetryPause  = time.Second
 	DefaultRetention   = 30 * 24 * time.Hour
 	DefaultOpenFor     = 30 * time.Second
+	DefaultProbeFor    = 60 * time.Second
 	DefaultReportFor   = 15 * time.Second
 	DefaultMaxReport   = 5 * time.Minute
 	DefaultInFlightFor = 15 * time.Second
@@ -84,9 +85,11 @@ type Options struct {
 	// Retention is how long shipped rows are kept: older partitions are
 	// dropped whole. Default 30 days; negative keeps everything.
 	Retention time.Duration
-	// OpenFor is how long a report of an open breaker holds (the breaker
-	// cool-down). Default 30s.
-	OpenFor time.Duration
+	// OpenFor and ProbeFor make how long a report of an open breaker
+	// holds: the breaker's cool-down, then as long as its half-open probe
+	// may take (the first-token ceiling); the breaker closing ends it
+	// sooner. Defaults 30s and 60s.
+	OpenFor, ProbeFor time.Duration
 	// ReportFor is how long a report of a failed probe, a busy or loading
 	// server holds. Default 15s.
 	ReportFor time.Duration
@@ -109,6 +112,7 @@ func (o Options) withDefaults() Options {
 	def(&o.RetryPause, DefaultRetryPause)
 	def(&o.Retention, DefaultRetention)
 	def(&o.OpenFor, DefaultOpenFor)
+	def(&o.ProbeFor, DefaultProbeFor)
 	def(&o.ReportFor, DefaultReportFor)
 	if o.ShipBatch <= 0 {
 		o.ShipBatch = DefaultShipBatch
