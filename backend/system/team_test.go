@@ -1,12 +1,15 @@
 package system
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,23 +32,8 @@ func teamNode(t *testing.T, f *simfleet.Fleet, name, url string) *System {
 // teamNodeWith is teamNode with the selection section given.
 func teamNodeWith(t *testing.T, f *simfleet.Fleet, name, url, selection string) *System {
 	t.Helper()
-	var b strings.Builder
-	b.WriteString(selection)
-	if url != "" {
-		fmt.Fprintf(&b, "team:\n  database_env: TEAM_DB\n  node: %s\n", name)
-	}
-	b.WriteString("chat:\n  candidates:\n")
-	for _, c := range f.Candidates() {
-		// Every node reaches the servers by loopback: server_key says they
-		// are the same servers.
-		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %s, priority: %d, server_key: %s}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority, c.ID)
-	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sys, err := New(t.Context(), Options{ConfigPath: cfg, Addr: "127.0.0.1:0", DBPath: filepath.Join(dir, "h.db"),
+	cfg, db := teamConfig(t, f, name, url != "", selection)
+	sys, err := New(t.Context(), Options{ConfigPath: cfg, Addr: "127.0.0.1:0", DBPath: db,
 		ShutdownGrace: time.Second, Getenv: func(k string) string {
 			if k == "TEAM_DB" {
 				return url
@@ -57,6 +45,30 @@ func teamNodeWith(t *testing.T, f *simfleet.Fleet, name, url, selection string) 
 	}
 	runSystem(t, sys)
 	return sys
+}
+
+// teamConfig writes the config of a node named name in front of f, in a
+// team whose connection string is in $TEAM_DB when inTeam, and returns
+// its path and the history file's beside it.
+func teamConfig(t *testing.T, f *simfleet.Fleet, name string, inTeam bool, selection string) (cfg, db string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(selection)
+	if inTeam {
+		fmt.Fprintf(&b, "team:\n  database_env: TEAM_DB\n  node: %s\n", name)
+	}
+	b.WriteString("chat:\n  candidates:\n")
+	for _, c := range f.Candidates() {
+		// Every node reaches the servers by loopback: server_key says they
+		// are the same servers.
+		fmt.Fprintf(&b, "    - {id: %s, provider: %s, url: %q, model: %s, priority: %d, server_key: %s}\n", c.ID, c.Provider, c.URL, c.Model, c.Priority, c.ID)
+	}
+	dir := t.TempDir()
+	cfg = filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, filepath.Join(dir, "h.db")
 }
 
 func teamChat(t *testing.T, sys *System) {
@@ -272,4 +284,73 @@ func TestCheckSaysWhatItFoundInTheTeam(t *testing.T) {
 	if tc := check(""); tc.Err == nil {
 		t.Error("Check() team with the variable unset: no error")
 	}
+}
+
+// TestTeamNodeKilledCatchesUp: a node killed with SIGKILL ships, once it
+// starts again, every record it had answered (none lost, none doubled), and
+// replays what the others reported while it was dead.
+func TestTeamNodeKilledCatchesUp(t *testing.T) {
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase()
+	f, err := simfleet.StartFast(2, fleet.ProviderOpenAI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	const sel = "selection:\n  failure_threshold: 2\n"
+	cfg, db := teamConfig(t, f, "victim", true, sel)
+	witness := teamNodeWith(t, f, "witness", url, sel)
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), "SWITCHYARD_CRASH_CHILD="+cfg, "SWITCHYARD_CRASH_DB="+db, "TEAM_DB="+url)
+	out, _ := child.StdoutPipe()
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "http://") {
+		t.Fatalf("child said %q, %v", line, err)
+	}
+	base := strings.TrimSpace(line)
+	const answered = 30
+	for range answered {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"auto","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("chat = %d", resp.StatusCode)
+		}
+	}
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+
+	// While it is dead, the witness sees fast-1's breaker open.
+	witness.team.Observe(fleet.Event{Type: fleet.EventBreaker, Breaker: &fleet.BreakerChange{Candidate: "fast-1", From: fleet.BreakerClosed, To: fleet.BreakerOpen, Cause: "2 failures"}})
+	eventually(t, 20*time.Second, "the witness's report written", func() bool {
+		return rows(t, url, "SELECT count(*) FROM team_evidence WHERE node = 'witness' AND status = 'breaker_open'") == 1
+	})
+
+	sys, err := New(t.Context(), Options{ConfigPath: cfg, Addr: "127.0.0.1:0", DBPath: db, ShutdownGrace: time.Second,
+		Getenv: func(k string) string {
+			if k == "TEAM_DB" {
+				return url
+			}
+			return ""
+		}})
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	runSystem(t, sys)
+	eventually(t, 20*time.Second, "every answered record shipped once", func() bool {
+		return rows(t, url, "SELECT count(*) FROM team_requests WHERE node = 'victim'") == answered
+	})
+	fast1 := candidate(sys, "fast-1")
+	eventually(t, 20*time.Second, "the restarted node replays the witness's report", func() bool {
+		return sys.team.Remote(fast1, time.Now()).Suspect
+	})
 }
