@@ -3,6 +3,7 @@ package router
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
@@ -53,4 +54,31 @@ func TestRemoteEvidenceExcludesDemotesAndCounts(t *testing.T) {
 			t.Errorf("States() c: InFlight %d, RemoteInFlight %d; want 0, 3 (this node's own count stays its own)", cs.InFlight, cs.RemoteInFlight)
 		}
 	}
+}
+
+// Requests other nodes run on a one-slot server fill it: a first-token
+// wait there is a queue, not a failure.
+func TestRemoteInFlightMakesAWaitAQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{
+			"a": {steps: []step{role(), {wait: 5 * time.Second}, tok("A"), finish()}},
+			"b": answer("B"),
+		})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec, Deadlines: &spyDeadlines{d: 2 * time.Second},
+			Capacity: &fakeCapacity{slots: map[string]int{"a": 1, "b": 1}}, Evidence: evidenceOf{"a": {InFlight: 1}}})
+		s, err := r.Stream(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := drain(s); got != "B" {
+			t.Errorf("answer = %q; want B", got)
+		}
+		if got, want := faults(rec.last().Attempts), []string{"a:busy/queued", "b:success/"}; !equal(got, want) {
+			t.Errorf("attempts = %v; want %v", got, want)
+		}
+		if n := r.Breaker("a").Snapshot().Failures; n != 0 {
+			t.Errorf("a's breaker counted %d failures for a wait behind other nodes' requests", n)
+		}
+	})
 }
