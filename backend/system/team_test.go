@@ -34,17 +34,55 @@ func teamNodeWith(t *testing.T, f *simfleet.Fleet, name, url, selection string) 
 	t.Helper()
 	cfg, db := teamConfig(t, f, name, url != "", selection)
 	sys, err := New(t.Context(), Options{ConfigPath: cfg, Addr: "127.0.0.1:0", DBPath: db,
-		ShutdownGrace: time.Second, Getenv: func(k string) string {
-			if k == "TEAM_DB" {
-				return url
-			}
-			return ""
-		}})
+		ShutdownGrace: time.Second, Getenv: teamEnv(url)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runSystem(t, sys)
 	return sys
+}
+
+// teamSetup starts a PostgreSQL with an empty database (url) and n fast
+// simulated servers, all gone when t ends.
+func teamSetup(t *testing.T, n int) (*pgtest.Server, string, *simfleet.Fleet) {
+	t.Helper()
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase()
+	f, err := simfleet.StartFast(n, fleet.ProviderOpenAI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return pg, url, f
+}
+
+// teamEnv is an environment holding only $TEAM_DB, url.
+func teamEnv(url string) func(string) string {
+	return func(k string) string {
+		if k == "TEAM_DB" {
+			return url
+		}
+		return ""
+	}
+}
+
+// startCrashChild starts this test binary as a Switchyard (TestMain's
+// crashChild) on cfg and db, with env added, and returns it and its URL.
+func startCrashChild(t *testing.T, cfg, db string, env ...string) (*exec.Cmd, string) {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), append([]string{"SWITCHYARD_CRASH_CHILD=" + cfg, "SWITCHYARD_CRASH_DB=" + db}, env...)...)
+	out, _ := child.StdoutPipe()
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "http://") {
+		t.Fatalf("child said %q, %v", line, err)
+	}
+	return child, strings.TrimSpace(line)
 }
 
 // teamConfig writes the config of a node named name in front of f, in a
@@ -211,13 +249,7 @@ func rows(t *testing.T, url, q string) int {
 // as ever, says "team link offline", and ships what it served once the
 // database is back, every record once.
 func TestTeamDatabaseFaultsLeaveRequestsAlone(t *testing.T) {
-	pg := pgtest.Start(t)
-	url := pg.NewDatabase()
-	f, err := simfleet.StartFast(1, fleet.ProviderOpenAI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
+	pg, url, f := teamSetup(t, 1)
 	n := teamNode(t, f, "n1", url)
 	eventually(t, 20*time.Second, "team link online", func() bool { return n.team.Status().Link == team.LinkOnline })
 	served := 0
@@ -253,13 +285,7 @@ func TestTeamDatabaseFaultsLeaveRequestsAlone(t *testing.T) {
 // TestCheckSaysWhatItFoundInTheTeam: check connects to the team database
 // and reports its schema and nodes, or why it could not.
 func TestCheckSaysWhatItFoundInTheTeam(t *testing.T) {
-	pg := pgtest.Start(t)
-	url := pg.NewDatabase()
-	f, err := simfleet.StartFast(1, fleet.ProviderOpenAI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
+	_, url, f := teamSetup(t, 1)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	yaml := fmt.Sprintf("team:\n  database_env: TEAM_DB\n  node: n1\nchat:\n  candidates:\n    - {id: a, provider: openai, url: %q, model: %s}\n",
 		f.Candidates()[0].URL, f.Candidates()[0].Model)
@@ -290,30 +316,12 @@ func TestCheckSaysWhatItFoundInTheTeam(t *testing.T) {
 // starts again, every record it had answered (none lost, none doubled), and
 // replays what the others reported while it was dead.
 func TestTeamNodeKilledCatchesUp(t *testing.T) {
-	pg := pgtest.Start(t)
-	url := pg.NewDatabase()
-	f, err := simfleet.StartFast(2, fleet.ProviderOpenAI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.Close)
+	_, url, f := teamSetup(t, 2)
 	const sel = "selection:\n  failure_threshold: 2\n"
 	cfg, db := teamConfig(t, f, "victim", true, sel)
 	witness := teamNodeWith(t, f, "witness", url, sel)
 
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "SWITCHYARD_CRASH_CHILD="+cfg, "SWITCHYARD_CRASH_DB="+db, "TEAM_DB="+url)
-	out, _ := child.StdoutPipe()
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer child.Process.Kill()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "http://") {
-		t.Fatalf("child said %q, %v", line, err)
-	}
-	base := strings.TrimSpace(line)
+	child, base := startCrashChild(t, cfg, db, "TEAM_DB="+url)
 	const answered = 30
 	for range answered {
 		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
@@ -335,13 +343,7 @@ func TestTeamNodeKilledCatchesUp(t *testing.T) {
 		return rows(t, url, "SELECT count(*) FROM team_evidence WHERE node = 'witness' AND status = 'breaker_open'") == 1
 	})
 
-	sys, err := New(t.Context(), Options{ConfigPath: cfg, Addr: "127.0.0.1:0", DBPath: db, ShutdownGrace: time.Second,
-		Getenv: func(k string) string {
-			if k == "TEAM_DB" {
-				return url
-			}
-			return ""
-		}})
+	sys, err := New(t.Context(), Options{ConfigPath: cfg, Addr: "127.0.0.1:0", DBPath: db, ShutdownGrace: time.Second, Getenv: teamEnv(url)})
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}
