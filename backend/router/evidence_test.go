@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -49,6 +50,9 @@ func TestRemoteEvidenceExcludesDemotesAndCounts(t *testing.T) {
 	if v := r.view(fleet.Candidate{ID: "c"}, time.Now()); v.inflight != 3 {
 		t.Errorf("view(c).inflight = %d; want the 3 other nodes run", v.inflight)
 	}
+	if got, _ := r.Available("auto"); len(got) != 2 || got[0].ID != "b" || got[1].ID != "c" {
+		t.Errorf("Available() = %v; want b and c, a kept out", got)
+	}
 	for _, cs := range r.States() {
 		if cs.Candidate.ID == "c" && (cs.InFlight != 0 || cs.RemoteInFlight != 3) {
 			t.Errorf("States() c: InFlight %d, RemoteInFlight %d; want 0, 3 (this node's own count stays its own)", cs.InFlight, cs.RemoteInFlight)
@@ -79,6 +83,23 @@ func TestRemoteInFlightMakesAWaitAQueue(t *testing.T) {
 		}
 		if n := r.Breaker("a").Snapshot().Failures; n != 0 {
 			t.Errorf("a's breaker counted %d failures for a wait behind other nodes' requests", n)
+		}
+	})
+}
+
+func TestRetryAfterWaitsForRemoteEvidence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": answer("A")})
+		fl := testFleet(f, Settings{})
+		fl.Targets = fl.Targets[:1]
+		r := New(fl, Deps{Recorder: &memRecorder{}, Evidence: evidenceOf{"a": {Out: true, Until: time.Now().Add(time.Minute), Reason: "node b, node c"}}})
+		_, err := r.Stream(t.Context(), &fleet.Request{})
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("Stream() = %v; want an *Error", err)
+		}
+		if e.RetryAfter != time.Minute {
+			t.Errorf("RetryAfter with the only candidate kept out for a minute = %v; want 1m", e.RetryAfter)
 		}
 	})
 }

@@ -598,8 +598,9 @@ func (r *Router) Resolve(model string, thinking bool) (fleet.Candidate, error) {
 }
 
 // Available returns, in the order a chat naming model would try them, the
-// enabled candidates that may be sent a request now: breaker not open,
-// model not missing, not loading or backing off. It is for requests
+// enabled candidates that may be sent a request now: breaker not open (nor
+// kept out by a team's other nodes), model not missing, not loading or
+// backing off. It is for requests
 // passed to a server without routing (docs/API.md, "Pass-through").
 func (r *Router) Available(model string) ([]fleet.Candidate, error) {
 	st := r.state.Load()
@@ -612,7 +613,7 @@ func (r *Router) Available(model string) ([]fleet.Candidate, error) {
 	for _, t := range ordered {
 		c := t.Candidate
 		v := r.view(c, now)
-		if !c.Enabled || !st.breakers[c.ID].Ready() || v.missing != "" || v.loading || v.busyFor > 0 {
+		if !c.Enabled || !st.breakers[c.ID].Ready() || r.remote(c, now).Out || v.missing != "" || v.loading || v.busyFor > 0 {
 			continue
 		}
 		out = append(out, c)

@@ -650,6 +650,7 @@ func (s *System) apply(cfg config.Config) error {
 	if s.demo != nil {
 		cfg.Chat = demoChat(s.demo)
 	}
+	prevTeam := s.cfg.Team
 	s.cfg, s.cfgText, s.rejected = cfg, string(data), nil
 	if s.source != SourceDemo {
 		s.source = SourceFile
@@ -659,6 +660,7 @@ func (s *System) apply(cfg config.Config) error {
 	s.router.Update(s.routerFleet(cfg))
 	s.poller.Update(cfg.Candidates(s.o.Getenv))
 	s.updateTeam(cfg.Candidates(s.o.Getenv))
+	s.noteTeamChange(prevTeam, cfg.Team)
 	s.monitor.SetPolicy(policy(cfg))
 	s.publishCandidates()
 	select {

@@ -93,3 +93,11 @@ func (s *System) updateTeam(cands []fleet.Candidate) {
 		s.team.Update(cands)
 	}
 }
+
+// noteTeamChange says that an edit of the team block applies at the next
+// start: the node keeps its team, name and connection until then.
+func (s *System) noteTeamChange(prev, next config.Team) {
+	if prev != next {
+		s.o.Logf("config: team.database_env and team.node apply at the next start; this node keeps its team until then")
+	}
+}

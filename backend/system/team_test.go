@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -355,4 +357,36 @@ func TestTeamNodeKilledCatchesUp(t *testing.T) {
 	eventually(t, 20*time.Second, "the restarted node replays the witness's report", func() bool {
 		return sys.team.Remote(fast1, time.Now()).Suspect
 	})
+}
+
+// TestTeamEditWaitsForARestart: an edit of the team block is applied for
+// everything else and said to wait for the next start.
+func TestTeamEditWaitsForARestart(t *testing.T) {
+	_, url, f := teamSetup(t, 1)
+	cfgPath, db := teamConfig(t, f, "n1", true, "")
+	var mu sync.Mutex
+	var logged []string
+	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: db, Getenv: teamEnv(url),
+		Logf: func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			logged = append(logged, fmt.Sprintf(format, args...))
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	cfg := sys.cfg
+	cfg.Team.Node = "n2"
+	if err := sys.apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "apply at the next start") }) {
+		t.Errorf("log = %q; want the team edit said to wait for a restart", logged)
+	}
+	if sys.team.Node() != "n1" {
+		t.Errorf("node = %s; want n1 until the restart", sys.team.Node())
+	}
 }
