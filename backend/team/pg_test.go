@@ -226,4 +226,12 @@ func TestRetentionDropsWholePartitions(t *testing.T) {
 	if n := parts(); n != 1 {
 		t.Errorf("partitions of team_requests after retention = %d; want 1", n)
 	}
+
+	// A node drops them itself when it connects (and every hour).
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return partitions{}.ensure(ctx, tx, old) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, fast(url, "a"))
+	eventually(t, "the node drops the old day", func() bool { return parts() == 1 })
 }

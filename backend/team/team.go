@@ -225,6 +225,9 @@ func (t *Team) session(ctx context.Context, i int, fn func(context.Context, *pgx
 		if ctx.Err() != nil {
 			return
 		}
+		if t.linkUp(i) {
+			fails = 0 // it worked until now: try again soon
+		}
 		t.setLink(i, false, err)
 		fails++
 		pause := t.o.RetryPause << min(fails-1, 3)
@@ -234,6 +237,13 @@ func (t *Team) session(ctx context.Context, i int, fn func(context.Context, *pgx
 		case <-time.After(pause):
 		}
 	}
+}
+
+func (t *Team) linkUp(i int) bool {
+	l := &t.links[i]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up
 }
 
 func (t *Team) setLink(i int, up bool, err error) {
@@ -278,14 +288,11 @@ func (t *Team) work(ctx context.Context, conn *pgx.Conn) error {
 		return err
 	}
 	t.setLink(0, true, nil)
-	if t.o.Retention > 0 {
-		octx, cancel := t.op(ctx)
-		_, err := dropBefore(octx, conn, t.o.Now().Add(-t.o.Retention))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("retention: %w", err)
-		}
+	if err := t.retain(ctx, conn); err != nil {
+		return err
 	}
+	retain := time.NewTicker(retainEvery)
+	defer retain.Stop()
 
 	ship := time.NewTicker(t.o.ShipEvery)
 	defer ship.Stop()
@@ -313,6 +320,10 @@ func (t *Team) work(ctx context.Context, conn *pgx.Conn) error {
 		case <-t.wake:
 		case <-gap.C: // rate-limited evidence whose gap has passed
 		case <-ship.C:
+		case <-retain.C:
+			if err := t.retain(ctx, conn); err != nil {
+				return err
+			}
 		case <-beat.C:
 			if t.o.InFlight != nil {
 				t.ev.refresh(t.o.InFlight(), true)
@@ -322,6 +333,23 @@ func (t *Team) work(ctx context.Context, conn *pgx.Conn) error {
 			}
 		}
 	}
+}
+
+// retainEvery is how often a node drops the partitions past retention
+// (and once when it connects).
+const retainEvery = time.Hour
+
+// retain drops the partitions older than Retention.
+func (t *Team) retain(ctx context.Context, conn *pgx.Conn) error {
+	if t.o.Retention < 0 {
+		return nil
+	}
+	octx, cancel := t.op(ctx)
+	defer cancel()
+	if _, err := dropBefore(octx, conn, t.o.Now().Add(-t.o.Retention)); err != nil {
+		return fmt.Errorf("retention: %w", err)
+	}
+	return nil
 }
 
 // beat refreshes this node's row and reads the nodes list.
