@@ -345,8 +345,8 @@ func (t *Team) listen(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-// replay folds the other nodes' rows young enough to matter, each aged by
-// the database's clock.
+// replay folds the other nodes' rows young enough to matter (the last
+// DefaultMaxReport), each aged by the database's clock.
 func (t *Team) replay(ctx context.Context, conn *pgx.Conn) error {
 	octx, cancel := t.op(ctx)
 	defer cancel()
@@ -359,6 +359,12 @@ func (t *Team) replay(ctx context.Context, conn *pgx.Conn) error {
 	}
 	defer rows.Close()
 	now := t.o.Now()
+	// The rows come in order: folding them all again ends at each node's
+	// latest, even when the database was made anew and its numbering
+	// started over.
+	t.ev.mu.Lock()
+	clear(t.ev.lastSeq)
+	t.ev.mu.Unlock()
 	for rows.Next() {
 		var r row
 		var ageMS int64
