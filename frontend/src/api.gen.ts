@@ -519,7 +519,7 @@ export interface components {
             completion_tokens: number;
             error: string;
             /** @enum {string} */
-            failure: "" | "unknown_model" | "no_candidates" | "unavailable" | "rejected" | "request" | "unsupported" | "upstream_auth" | "client_gone";
+            failure: "" | "unknown_model" | "no_candidates" | "unavailable" | "rejected" | "request" | "unsupported" | "upstream_auth" | "client_gone" | "shutdown";
             http_status: number;
             id: string;
             is_fallback: boolean;
@@ -535,7 +535,7 @@ export interface components {
             /** Format: date-time */
             started_at: string;
             /** @enum {string} */
-            status: "ok" | "error" | "client_abort" | "upstream_error_after_commit";
+            status: "ok" | "error" | "client_abort" | "upstream_error_after_commit" | "shutdown";
             stream: boolean;
             thinking: boolean;
             /** Format: int64 */
