@@ -36,12 +36,13 @@ endif
 
 # Debian packages: the desktop window needs GTK and WebKitGTK headers;
 # the browser and window tests need Chromium and Xvfb; the reload test
-# (e2e_test.go) needs ip from iproute2 for its network namespace.
+# (e2e_test.go) needs ip from iproute2 for its network namespace; the team
+# tests (backend/pgtest) need PostgreSQL 15.
 DESKTOP_PKGS := libgtk-3-dev libwebkit2gtk-4.0-dev pkg-config gcc
 # NVML (backend/gpu) needs cgo, and cgo a C compiler: without one Go
 # quietly builds the stub that reads no GPU.
 CGO_PKGS := gcc libc6-dev
-TEST_PKGS := chromium xvfb xauth x11-utils imagemagick curl iproute2
+TEST_PKGS := chromium xvfb xauth x11-utils imagemagick curl iproute2 postgresql
 
 # What the binaries are built from: a change to any of these rebuilds them,
 # nothing else does.
@@ -50,7 +51,7 @@ GO_SRC := $(shell find . -path ./frontend -prune -o -path ./e2e -prune -o -path 
 UI_SRC := $(shell find frontend/src frontend/public -type f 2>/dev/null) $(wildcard frontend/index.html frontend/vite.config.* frontend/tsconfig*.json frontend/package.json)
 UI := frontend/dist/index.html
 
-.PHONY: run serve test test-go test-frontend test-node test-browser test-window build build-desktop frontend deps-desktop deps-test deps-cgo check-hosts node-deps clean bench experiment
+.PHONY: run serve test test-go test-frontend test-node test-browser test-window build build-desktop frontend deps-desktop deps-test deps-cgo check-hosts node-deps clean bench experiment team-figures
 
 # run: the desktop app when there is a display, else `switchyard serve`.
 # `make run ADDR=127.0.0.1:9000` (or `make serve ADDR=...`) serves on
@@ -208,6 +209,11 @@ experiment: build
 # and allocation profiles it summarises, in build/bench/.
 bench: build
 	./$(BIN) bench --markdown docs/BENCHMARKS.md --profile build/bench
+
+# team-figures: three Switchyards sharing a private PostgreSQL against the
+# same three alone (a few minutes); regenerates docs/BENCHMARKS-TEAMS.md.
+team-figures:
+	SWITCHYARD_TEAM_FIGURES=$(CURDIR)/docs/BENCHMARKS-TEAMS.md $(GO) test -count=1 -run '^TestTeamFigures$$' -timeout 30m -v ./backend/system
 
 clean:
 	rm -rf build/bin build/bench $(TEST_SKIPS) frontend/dist/assets frontend/dist/index.html .tools

@@ -58,6 +58,11 @@ serves its model; read the GPUs. Exit 0 when all is well, 1 for a bad config,
 	}
 	tw.Flush()
 	var problems []string
+	if tc := rep.Team; tc != nil {
+		if msg := printTeam(stdout, tc); msg != "" {
+			problems = append(problems, msg)
+		}
+	}
 	if silent > 0 {
 		problems = append(problems, fmt.Sprintf("%d of %d candidates did not answer", silent, len(rep.Results)))
 	}
@@ -69,6 +74,29 @@ serves its model; read the GPUs. Exit 0 when all is well, 1 for a bad config,
 		return exitUnhealthy
 	}
 	return exitOK
+}
+
+// printTeam says what the team database holds, and returns the problem
+// when it could not be read.
+func printTeam(w io.Writer, tc *system.TeamCheck) string {
+	if tc.Err != nil {
+		fmt.Fprintf(w, "FAIL  team: node %s, database from $%s: %v\n", tc.Node, tc.Env, tc.Err)
+		return "the team database did not answer"
+	}
+	f := tc.Found
+	schema := fmt.Sprintf("schema %d of %d", f.Schema, f.Known)
+	if f.Schema == 0 {
+		schema = "not migrated yet (serve migrates it)"
+	}
+	var nodes []string
+	for _, n := range f.Nodes {
+		nodes = append(nodes, fmt.Sprintf("%s %s (%s, seen %s ago)", n.Name, n.Link, n.Version, time.Since(n.LastSeen).Round(time.Second)))
+	}
+	if len(nodes) == 0 {
+		nodes = []string{"none yet"}
+	}
+	fmt.Fprintf(w, "ok    team: node %s, PostgreSQL %s from $%s, %s; nodes: %s\n", tc.Node, f.Server, tc.Env, schema, strings.Join(nodes, ", "))
+	return ""
 }
 
 func gib(b uint64) float64 { return float64(b) / (1 << 30) }

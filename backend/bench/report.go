@@ -556,9 +556,14 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			writeMarkdownTable(&b, t, "###")
 		}
 	}
+	b.WriteString("\n" + teamsNote)
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
 	return err
 }
+
+// teamsNote ends docs/BENCHMARKS.md: teams are measured by a test of
+// their own, against a real PostgreSQL, which this program does not start.
+const teamsNote = "## Teams\n\nSeveral Switchyards sharing one PostgreSQL (docs/DESIGN.md, \"Teams\") are measured against a real PostgreSQL cluster by `make team-figures`: the delay from a breaker opening on one node to the others demoting the server, the attempts wasted on a dead and on a hung server with sharing on and off, the request path while the database is frozen, and the drain of a 100k-record backlog. The figures are in [BENCHMARKS-TEAMS.md](BENCHMARKS-TEAMS.md).\n"
 
 // howToRead are the notes on reading the figures, with what this run
 // measured where they quote it.

@@ -45,6 +45,7 @@ type Config struct {
 	// httpapi.LocalAppOrigins (YAML allowed_origins). Default none.
 	AllowedOrigins []string
 	History        History
+	Team           Team
 	Selection      Selection
 	GPU            GPU
 	// BodyLimit is the largest request body the API accepts, in bytes
@@ -61,6 +62,18 @@ type History struct {
 	// Retention is how long rows are kept (YAML history.retention).
 	// Default 720h (30 days).
 	Retention time.Duration
+}
+
+// Team makes this Switchyard a node of a team sharing one fleet through
+// PostgreSQL (YAML team; docs/DESIGN.md, "Teams").
+type Team struct {
+	// DatabaseEnv names the environment variable that holds the
+	// PostgreSQL connection string (YAML team.database_env). Default "":
+	// no team, a single node.
+	DatabaseEnv string
+	// Node names this Switchyard in the team (YAML team.node). Default
+	// "": the host name.
+	Node string
 }
 
 // Selection configures breakers and first-token deadlines (YAML selection).
@@ -161,6 +174,10 @@ type Candidate struct {
 	// APIKeyEnv names the environment variable that holds the upstream's
 	// API key. Default "": no key.
 	APIKeyEnv string
+	// ServerKey names the candidate's server across a team's nodes
+	// (YAML server_key). Default "": its URL's host and port, unless
+	// loopback (never shared).
+	ServerKey string
 	// LoadTime is the expected time to load the model when it is not
 	// resident (YAML load_time). Default 0: unknown, learned from history.
 	LoadTime time.Duration
@@ -244,6 +261,7 @@ func (c Candidate) Fleet(getenv func(string) string) fleet.Candidate {
 		Embeds:           c.Embeddings,
 		GPUs:             slices.Clone(c.GPUs),
 		Slots:            c.Parallel,
+		ServerKey:        c.ServerKey,
 	}
 	if c.APIKeyEnv != "" && getenv != nil {
 		fc.APIKey = getenv(c.APIKeyEnv)

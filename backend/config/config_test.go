@@ -23,9 +23,9 @@ func TestCandidateFleet(t *testing.T) {
 	}{
 		{
 			name:   "key from env, remote",
-			c:      Candidate{ID: "v", Provider: fleet.ProviderOpenAI, URL: "http://192.0.2.20:8000/v1", Model: "m", Priority: 2, Enabled: true, SupportsThinking: true, GPUs: []int{1}, APIKeyEnv: "VLLM_KEY"},
+			c:      Candidate{ID: "v", Provider: fleet.ProviderOpenAI, URL: "http://192.0.2.20:8000/v1", Model: "m", Priority: 2, Enabled: true, SupportsThinking: true, GPUs: []int{1}, APIKeyEnv: "VLLM_KEY", ServerKey: "gpu1"},
 			getenv: getenv,
-			want:   fleet.Candidate{ID: "v", Provider: fleet.ProviderOpenAI, URL: "http://192.0.2.20:8000/v1", Model: "m", Priority: 2, Enabled: true, SupportsThinking: true, GPUs: []int{1}, APIKey: "sk-123"},
+			want:   fleet.Candidate{ID: "v", Provider: fleet.ProviderOpenAI, URL: "http://192.0.2.20:8000/v1", Model: "m", Priority: 2, Enabled: true, SupportsThinking: true, GPUs: []int{1}, APIKey: "sk-123", ServerKey: "gpu1"},
 		},
 		{
 			name:   "unset env var gives no key",

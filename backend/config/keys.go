@@ -45,6 +45,14 @@ var configKeys = []key[Config]{
 		"how long requests are kept",
 		positive),
 
+	section[Config]("team", "several Switchyards sharing one fleet through PostgreSQL (docs/DESIGN.md, \"Teams\")"),
+	field("team.database_env", func(c *Config) *string { return &c.Team.DatabaseEnv }, text, "",
+		`name of the environment variable that holds the team's PostgreSQL connection string; "": no team`,
+		envName),
+	field("team.node", func(c *Config) *string { return &c.Team.Node }, text, "",
+		`this Switchyard's name in the team, unique in it; "" is the host name`,
+		nodeName),
+
 	section[Config]("selection", "circuit breakers and first-token deadlines"),
 	field("selection.failure_threshold", func(c *Config) *int { return &c.Selection.FailureThreshold }, integer, breaker.DefaultFailureThreshold,
 		"consecutive failures that open a candidate's breaker",
@@ -123,6 +131,9 @@ var candidateKeys = []key[Candidate]{
 	field("api_key_env", func(c *Candidate) *string { return &c.APIKeyEnv }, text, "",
 		`name of the environment variable that holds the server's API key; "": no key`,
 		envName),
+	field("server_key", func(c *Candidate) *string { return &c.ServerKey }, text, "",
+		`names its server across a team's nodes when their URLs for it differ; "": the URL's host and port, and a loopback URL is not shared`,
+		nodeName),
 	field("load_time", func(c *Candidate) *time.Duration { return &c.LoadTime }, duration, 0,
 		"expected time to load the model when it is not resident; 0s: learned from history",
 		notNegative),
@@ -308,6 +319,14 @@ func gpuIndexes(r report, gpus []int) {
 			r.item(i).fail("GPU %d is listed twice", g)
 		}
 		seen[g] = true
+	}
+}
+
+// nodeName checks a name given to a node or a server: printable, no
+// spaces.
+func nodeName(r report, name string) {
+	if strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		r.fail("%q contains spaces or control characters", name)
 	}
 }
 

@@ -44,6 +44,10 @@ type Candidate struct {
 	Slots int
 	// Local reports whether URL points at this machine (loopback).
 	Local bool
+	// ServerKey names the candidate's server across a team's nodes, whose
+	// URLs for it may differ; "" means the URL names it, unless Local (a
+	// loopback URL is never shared without a key).
+	ServerKey string
 	// Embeds: the model makes embeddings (the config says so, or its
 	// server lists the "embedding" capability). An embedding request for
 	// "auto" goes to such a candidate.

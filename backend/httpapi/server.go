@@ -50,6 +50,15 @@ type Upstreams interface {
 	Do(ctx context.Context, c fleet.Candidate, method, path string, header http.Header, body io.Reader) (*http.Response, error)
 }
 
+// Team is the node's team, for /switchyard/v1/team.
+type Team interface {
+	// Doc is GET /switchyard/v1/team; it does not wait on the network.
+	Doc() schema.Team
+	// Requests reads the team's history from its database (node "": every
+	// node's), bounded in time.
+	Requests(ctx context.Context, node string, limit int) (schema.TeamRequests, error)
+}
+
 // Options configure a Server. Router is required; nil History, Demo,
 // Metrics and UI turn their endpoints off (404); nil Upstreams answers
 // what needs a server's own word from Switchyard's view alone and passes
@@ -70,6 +79,8 @@ type Options struct {
 	// /switchyard/v1/config/write) and returns its path; an error that
 	// wraps fs.ErrExist answers 409, any other 404. Nil: 404.
 	WriteConfig func() (string, error)
+	// Team answers /switchyard/v1/team; nil: no team (404).
+	Team Team
 
 	// Listen is the address the server is bound to, host:port; it decides
 	// the Host allowlist.
@@ -179,6 +190,8 @@ func New(o Options) *Server {
 	mux.HandleFunc("GET /switchyard/v1/status", s.status)
 	mux.HandleFunc("GET /switchyard/v1/config", s.config)
 	mux.HandleFunc("POST /switchyard/v1/config/write", s.writeConfig)
+	mux.HandleFunc("GET /switchyard/v1/team", s.team)
+	mux.HandleFunc("GET /switchyard/v1/team/requests", s.teamRequests)
 	mux.HandleFunc("GET /switchyard/v1/requests", s.requests)
 	mux.HandleFunc("GET /switchyard/v1/requests/{id}", s.request)
 	mux.HandleFunc("GET /switchyard/v1/stats", s.stats)

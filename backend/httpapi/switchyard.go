@@ -44,6 +44,37 @@ func (s *Server) writeConfig(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+func (s *Server) team(w http.ResponseWriter, r *http.Request) {
+	if s.o.Team == nil {
+		writeJSONError(w, http.StatusNotFound, "not in a team (no team.database_env in the config)")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.o.Team.Doc())
+}
+
+func (s *Server) teamRequests(w http.ResponseWriter, r *http.Request) {
+	if s.o.Team == nil {
+		writeJSONError(w, http.StatusNotFound, "not in a team (no team.database_env in the config)")
+		return
+	}
+	q := r.URL.Query()
+	limit := history.DefaultLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeJSONError(w, http.StatusBadRequest, "limit must be a positive integer")
+			return
+		}
+		limit = n
+	}
+	doc, err := s.o.Team.Requests(r.Context(), q.Get("node"), limit)
+	if err != nil {
+		writeJSONError(w, http.StatusServiceUnavailable, "team link offline: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
 func (s *Server) requests(w http.ResponseWriter, r *http.Request) {
 	if s.o.History == nil {
 		writeJSONError(w, http.StatusNotFound, "history is off")

@@ -104,6 +104,10 @@ func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error
 			skip(fleet.OutcomeSkippedOpen, fleet.FaultNone, "breaker %s", br.Snapshot().State)
 			continue
 		}
+		if rm := r.remote(c, now); rm.Out {
+			skip(fleet.OutcomeSkippedOpen, fleet.FaultNone, "other nodes report it failing: %s", rm.Reason)
+			continue
+		}
 		v := r.view(c, now)
 		switch {
 		case v.missing != "" && now.Sub(r.missingSince(c.ID)) < MissingRecheck:
@@ -129,6 +133,12 @@ func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error
 				demoted = append(demoted, e)
 				continue
 			}
+		}
+		if rm := r.remote(c, now); rm.Suspect {
+			// Demoted as GPU pressure is, the reason on record.
+			e.demoted, e.reading = true, &fleet.GPUReading{GPU: -1, Source: "team", Reason: rm.Reason}
+			demoted = append(demoted, e)
+			continue
 		}
 		ready = append(ready, e)
 	}

@@ -255,6 +255,9 @@ func (ru *run) retryAfter() time.Duration {
 	for _, e := range ru.plan.entries {
 		c := e.target.Candidate
 		wait := ru.st.breakers[c.ID].Snapshot().Remaining
+		if rm := ru.r.remote(c, now); rm.Out {
+			wait = max(wait, rm.Until.Sub(now))
+		}
 		v := ru.r.view(c, now)
 		wait = max(wait, v.busyFor)
 		if wait == 0 && !v.loading && v.missing == "" && e.skip == nil {

@@ -159,6 +159,9 @@ type Deps struct {
 	// and working (docs/DESIGN.md, "Shared servers"). Nil: a passed
 	// deadline is a failure, as when a server does not answer.
 	Liveness Liveness
+	// Evidence is what the other nodes of a team saw (evidence.go);
+	// nil: no team.
+	Evidence Evidence
 	// NewID returns a request id. Default: a sortable random id.
 	NewID func() string
 }
@@ -323,6 +326,9 @@ type CandidateState struct {
 	// server was busy with, within the last BusyShown; "" when none.
 	BusyWithOthers string
 	BusySince      time.Time
+	// RemoteInFlight is how many the other nodes of a team run on it, as
+	// they report (routing counts them with InFlight).
+	RemoteInFlight int
 	// Deadline is the first-token deadline its next attempt would get.
 	Deadline time.Duration
 	Cold     bool
@@ -342,7 +348,7 @@ func (r *Router) States() []CandidateState {
 		cs.Deadline, cs.Cold = r.deps.Deadlines.FirstToken(c, st.fleet.Settings.FirstTokenTimeout)
 		v := r.view(c, now)
 		cs.BusyFor, cs.Loading, cs.Missing = v.busyFor, v.loading, v.missing
-		cs.InFlight, cs.Slots = v.inflight, v.slots
+		cs.InFlight, cs.Slots, cs.RemoteInFlight = v.inflight-v.remote, v.slots, v.remote
 		if r.deps.Capacity != nil {
 			cs.Running, cs.Waiting, cs.QueueKnown = r.deps.Capacity.Queue(c)
 		}
@@ -368,7 +374,8 @@ type view struct {
 	busyFor   time.Duration
 	loading   bool
 	missing   string
-	inflight  int
+	inflight  int // this node's requests and, in a team, the others' (remote)
+	remote    int
 	slots     int
 	saturated bool            // its slots are taken by Switchyard's requests, or its server says requests wait
 	lacks     map[string]bool // what its server said the model can't do; read only
@@ -386,7 +393,8 @@ func (r *Router) view(c fleet.Candidate, now time.Time) view {
 	v.missing = m.missing
 	v.lacks = m.unsupported
 	r.marksMu.Unlock()
-	v.inflight = int(m.inflight.Load())
+	v.remote = r.remote(c, now).InFlight
+	v.inflight = int(m.inflight.Load()) + v.remote
 	v.slots = r.slots(c)
 	if cp := r.deps.Capacity; cp != nil {
 		loading, at, known := cp.Loading(c)
@@ -590,8 +598,9 @@ func (r *Router) Resolve(model string, thinking bool) (fleet.Candidate, error) {
 }
 
 // Available returns, in the order a chat naming model would try them, the
-// enabled candidates that may be sent a request now: breaker not open,
-// model not missing, not loading or backing off. It is for requests
+// enabled candidates that may be sent a request now: breaker not open (nor
+// kept out by a team's other nodes), model not missing, not loading or
+// backing off. It is for requests
 // passed to a server without routing (docs/API.md, "Pass-through").
 func (r *Router) Available(model string) ([]fleet.Candidate, error) {
 	st := r.state.Load()
@@ -604,7 +613,7 @@ func (r *Router) Available(model string) ([]fleet.Candidate, error) {
 	for _, t := range ordered {
 		c := t.Candidate
 		v := r.view(c, now)
-		if !c.Enabled || !st.breakers[c.ID].Ready() || v.missing != "" || v.loading || v.busyFor > 0 {
+		if !c.Enabled || !st.breakers[c.ID].Ready() || r.remote(c, now).Out || v.missing != "" || v.loading || v.busyFor > 0 {
 			continue
 		}
 		out = append(out, c)

@@ -24,7 +24,7 @@ import (
 // documented are the types that become component schemas, by name: the
 // documents of the endpoints, and the payloads of the events.
 var documented = []any{
-	Status{}, Config{}, ConfigWritten{}, Requests{}, Request{}, Attempt{}, Reading{}, Stats{}, Demo{}, DemoServer{}, SetFault{}, Error{},
+	Status{}, Config{}, ConfigWritten{}, Team{}, TeamRequests{}, Requests{}, Request{}, Attempt{}, Reading{}, Stats{}, Demo{}, DemoServer{}, SetFault{}, Error{},
 	RequestStarted{}, AttemptStarted{}, AttemptEvent{}, RequestDone{}, BreakerEvent{}, GPUEvent{}, ConfigEvent{},
 }
 
@@ -162,6 +162,9 @@ var endpoints = []endpoint{
 	{method: "GET", path: prefix + "/config", id: "config", summary: "The config in force.", ok: "Config"},
 	{method: "POST", path: prefix + "/config/write", id: "writeConfig", ok: "ConfigWritten", errors: []int{404, 409},
 		summary: "Write the config in force, when it came from discovery, as the config file at the default path; never over an existing file."},
+	{method: "GET", path: prefix + "/team", id: "team", summary: "The team: this node's link, the nodes, and what each reports of the shared servers (SPEC 6.6).", ok: "Team", errors: []int{404}},
+	{method: "GET", path: prefix + "/team/requests", id: "teamRequests", summary: "The team's newest shipped requests, of every node or of one (node), with attempts.",
+		query: []string{"node", "limit"}, ok: "TeamRequests", errors: []int{400, 404, 503}},
 	{method: "GET", path: prefix + "/requests", id: "requests", summary: "The history, newest first, with attempts.",
 		query: []string{"limit", "served", "fallback", "status", "since", "until", "before"}, ok: "Requests", errors: []int{400}},
 	{method: "GET", path: prefix + "/requests/{id}", id: "request", summary: "One request with its attempts.", ok: "Request", errors: []int{404}},

@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard/switchyard/backend/gpu"
 	"github.com/switchyard/switchyard/backend/history"
 	"github.com/switchyard/switchyard/backend/router"
+	"github.com/switchyard/switchyard/backend/team"
 )
 
 // Status is GET /switchyard/v1/status, and the status event.
@@ -29,6 +30,8 @@ type Status struct {
 	Host       Host        `json:"host"`
 	Config     ConfigState `json:"config"`
 	History    History     `json:"history"`
+	// Team is this node's link to its team, null without a team.
+	Team *TeamLink `json:"team"`
 }
 
 // Candidate is one candidate with its breaker, load and learned TTFT.
@@ -190,6 +193,8 @@ type StatusInput struct {
 	Sample  *gpu.Sample
 	Config  ConfigState
 	History history.Health
+	// Team is the team's state, nil without a team.
+	Team *team.Status
 }
 
 // NewStatus builds the status document.
@@ -201,6 +206,10 @@ func NewStatus(in StatusInput) Status {
 		GPU:        GPU{Message: gpu.MessageNoGPU, Devices: []Device{}},
 		Config:     in.Config,
 		History:    NewHistory(in.History),
+	}
+	if in.Team != nil {
+		link := NewTeamLink(*in.Team)
+		doc.Team = &link
 	}
 	if in.Sample != nil {
 		doc.GPU, doc.Host = NewGPU(in.Sample.GPU), NewHost(in.Sample.Host)

@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard/switchyard/backend/config"
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/gpu"
+	"github.com/switchyard/switchyard/backend/team"
 	"github.com/switchyard/switchyard/backend/upstream"
 	"github.com/switchyard/switchyard/backend/upstream/ollama"
 	"github.com/switchyard/switchyard/backend/upstream/openai"
@@ -36,6 +37,16 @@ type CheckReport struct {
 	Probes  []Probe
 	Results []CheckResult
 	GPU     gpu.Snapshot // this machine's GPUs, or why there are none
+	// Team is what the team database said, nil without a team.
+	Team *TeamCheck
+}
+
+// TeamCheck is what check found of the team database.
+type TeamCheck struct {
+	Node  string     // this node's name in the team
+	Env   string     // team.database_env
+	Found team.Found // the server, the schema and the nodes
+	Err   error      // why it could not be read; nil when it was
 }
 
 // Check validates the config file and asks each candidate's server whether
@@ -71,6 +82,7 @@ func Check(ctx context.Context, o Options) (CheckReport, error) {
 	for _, c := range cfg.Candidates(o.Getenv) {
 		rep.Results = append(rep.Results, checkCandidate(ctx, ol, oa, c))
 	}
+	rep.Team = checkTeam(ctx, cfg, o.Getenv)
 	return rep, nil
 }
 
@@ -103,4 +115,24 @@ func checkCandidate(ctx context.Context, ol *ollama.Backend, oa *openai.Backend,
 		r.Detail = fmt.Sprintf("serves %s", c.Model)
 	}
 	return r
+}
+
+// checkTeam connects to the team database, when cfg names one.
+func checkTeam(ctx context.Context, cfg config.Config, getenv func(string) string) *TeamCheck {
+	env := cfg.Team.DatabaseEnv
+	if env == "" {
+		return nil
+	}
+	tc := &TeamCheck{Env: env}
+	tc.Node, tc.Err = nodeName(cfg)
+	if tc.Err != nil {
+		return tc
+	}
+	url := getenv(env)
+	if url == "" {
+		tc.Err = fmt.Errorf("$%s is empty or unset", env)
+		return tc
+	}
+	tc.Found, tc.Err = team.Probe(ctx, url, 5*time.Second)
+	return tc
 }

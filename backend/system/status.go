@@ -6,6 +6,7 @@ import (
 	"github.com/switchyard/switchyard/backend/httpapi"
 	"github.com/switchyard/switchyard/backend/schema"
 	"github.com/switchyard/switchyard/backend/simfleet"
+	"github.com/switchyard/switchyard/backend/team"
 )
 
 // Status returns the status document.
@@ -22,7 +23,28 @@ func (s *System) Status() schema.Status {
 	if smp, ok := s.sampler.Latest(); ok {
 		in.Sample = &smp
 	}
+	if s.team != nil {
+		st := s.team.Status()
+		in.Team = &st
+	}
 	return schema.NewStatus(in)
+}
+
+// teamAPI is the team as the API shows it; nil without a team.
+func (s *System) teamAPI() httpapi.Team {
+	if s.team == nil {
+		return nil
+	}
+	return teamAPI{s.team}
+}
+
+type teamAPI struct{ t *team.Team }
+
+func (a teamAPI) Doc() schema.Team { return schema.NewTeam(a.t.Status()) }
+
+func (a teamAPI) Requests(ctx context.Context, node string, limit int) (schema.TeamRequests, error) {
+	recs, err := a.t.Requests(ctx, node, limit)
+	return schema.NewTeamRequests(recs), err
 }
 
 // configStatus is called with s.mu held.

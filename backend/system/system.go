@@ -30,6 +30,7 @@ import (
 	"github.com/switchyard/switchyard/backend/pressure"
 	"github.com/switchyard/switchyard/backend/router"
 	"github.com/switchyard/switchyard/backend/simfleet"
+	"github.com/switchyard/switchyard/backend/team"
 	"github.com/switchyard/switchyard/backend/upstream"
 	"github.com/switchyard/switchyard/backend/upstream/ollama"
 	"github.com/switchyard/switchyard/backend/upstream/openai"
@@ -98,6 +99,7 @@ type System struct {
 	openai   *openai.Backend
 	router   *router.Router
 	store    *history.Store
+	team     *team.Team // nil: no team
 	hub      *httpapi.Hub
 	metrics  *metrics.Metrics
 	learner  *deadline.Learner
@@ -236,9 +238,13 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		Multiplier: cfg.Selection.TTFTMultiplier, Floor: cfg.Selection.DeadlineFloor, MinSamples: cfg.Selection.MinSamples,
 		LoadTime: s.loadTime, Resident: s.poller.Residency,
 	})
+	if err := s.openTeam(cfg); err != nil {
+		return nil, err
+	}
 	s.router = router.New(s.routerFleet(cfg), router.Deps{
 		Recorder:  httpapi.StatusRecorder{Next: s.store},
-		Observer:  observers{s.hub, s.metrics, breakerRecorder{s.store}},
+		Observer:  s.observers(),
+		Evidence:  s.evidence(),
 		Deadlines: s.learner,
 		Pressure:  s.monitor,
 		Capacity:  s.monitor,
@@ -250,7 +256,7 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	s.api = httpapi.New(httpapi.Options{
 		Router: s.router, Upstreams: upstream.Direct{Pool: s.pool}, History: s.store, Hub: s.hub, Demo: s.demoControl(),
 		Metrics: s.metrics.Handler(), UI: o.UI, Webview: o.Webview,
-		Status: s.Status, Config: s.Config, WriteConfig: s.WriteConfig,
+		Status: s.Status, Config: s.Config, WriteConfig: s.WriteConfig, Team: s.teamAPI(),
 		Listen: s.ln.Addr().String(), APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit,
 		Version: o.Version,
 	})
@@ -542,6 +548,9 @@ func (s *System) Run(ctx context.Context) error {
 	samplers.Go(func() { s.sampler.Run(watchCtx) })
 	samplers.Go(func() { s.poller.Run(watchCtx) })
 	samplers.Go(func() { s.watchModels(watchCtx, time.Minute) })
+	if s.team != nil {
+		s.team.Start()
+	}
 	served := make(chan error, 1)
 	go func() { served <- s.httpSrv.Serve(s.ln) }()
 	var err error
@@ -588,6 +597,9 @@ func (s *System) Close() error {
 	}
 	if s.ln != nil {
 		s.ln.Close()
+	}
+	if s.team != nil {
+		s.team.Close() // it reads the store
 	}
 	if s.store != nil {
 		err = s.store.Close()
@@ -638,6 +650,7 @@ func (s *System) apply(cfg config.Config) error {
 	if s.demo != nil {
 		cfg.Chat = demoChat(s.demo)
 	}
+	prevTeam := s.cfg.Team
 	s.cfg, s.cfgText, s.rejected = cfg, string(data), nil
 	if s.source != SourceDemo {
 		s.source = SourceFile
@@ -646,6 +659,8 @@ func (s *System) apply(cfg config.Config) error {
 	s.api.SetSecurity(httpapi.Security{APIKey: cfg.APIKey, AllowedOrigins: cfg.AllowedOrigins, BodyLimit: cfg.BodyLimit, Webview: s.o.Webview})
 	s.router.Update(s.routerFleet(cfg))
 	s.poller.Update(cfg.Candidates(s.o.Getenv))
+	s.updateTeam(cfg.Candidates(s.o.Getenv))
+	s.noteTeamChange(prevTeam, cfg.Team)
 	s.monitor.SetPolicy(policy(cfg))
 	s.publishCandidates()
 	select {

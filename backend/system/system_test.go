@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -203,19 +202,7 @@ func TestKill9UnderLoad(t *testing.T) {
 	refuse, _ := simfleet.ParseFault("refuse")
 	f.SetFault("fast-1", refuse) // the primary fails: its breaker opens under load
 
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "SWITCHYARD_CRASH_CHILD="+cfgPath, "SWITCHYARD_CRASH_DB="+db)
-	out, _ := child.StdoutPipe()
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer child.Process.Kill()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "http://") {
-		t.Fatalf("child said %q, %v", line, err)
-	}
-	url := strings.TrimSpace(line)
+	child, url := startCrashChild(t, cfgPath, db)
 
 	var mu sync.Mutex
 	var answered []string // ids of answers received in full ([DONE] seen)

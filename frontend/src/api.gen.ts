@@ -157,6 +157,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/switchyard/v1/team": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The team: this node's link, the nodes, and what each reports of the shared servers (SPEC 6.6). */
+        get: operations["team"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/switchyard/v1/team/requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The team's newest shipped requests, of every node or of one (node), with attempts. */
+        get: operations["teamRequests"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -422,6 +456,7 @@ export interface components {
             listen: string;
             listen_taken: string;
             min_samples: number;
+            team: components["schemas"]["TeamLink"] | null;
             version: string;
         };
         TTFT: {
@@ -442,6 +477,78 @@ export interface components {
             p50_ms: number;
             /** Format: int64 */
             p95_ms: number;
+        };
+        Team: {
+            link: string;
+            link_error: string;
+            /** Format: date-time */
+            link_since: string;
+            node: string;
+            nodes: components["schemas"]["TeamNode"][];
+            servers: components["schemas"]["TeamServer"][];
+            /** Format: int64 */
+            shipped: number;
+        };
+        TeamLink: {
+            link?: string;
+            link_error?: string;
+            /** Format: date-time */
+            link_since?: string;
+            node?: string;
+        };
+        TeamNode: {
+            config_hash: string;
+            /** Format: date-time */
+            last_seen: string;
+            link: string;
+            name: string;
+            version: string;
+        };
+        TeamReport: {
+            /** Format: date-time */
+            at: string | null;
+            current: boolean;
+            detail: string;
+            in_flight: number;
+            node: string;
+            status: string;
+            /** Format: date-time */
+            until: string | null;
+        };
+        TeamRequest: {
+            attempts: components["schemas"]["Attempt"][];
+            completion_tokens: number;
+            error: string;
+            /** @enum {string} */
+            failure: "" | "unknown_model" | "no_candidates" | "unavailable" | "rejected" | "request" | "unsupported" | "upstream_auth" | "client_gone" | "shutdown";
+            http_status: number;
+            id: string;
+            is_fallback: boolean;
+            /** Format: int64 */
+            latency_ms: number;
+            node: string;
+            prompt_tokens: number;
+            /** @enum {string} */
+            protocol: "openai" | "ollama" | "ui";
+            requested_model: string;
+            served_candidate: string;
+            served_model: string;
+            /** Format: date-time */
+            started_at: string;
+            /** @enum {string} */
+            status: "ok" | "error" | "client_abort" | "upstream_error_after_commit" | "shutdown";
+            stream: boolean;
+            thinking: boolean;
+            /** Format: int64 */
+            ttft_ms: number;
+        };
+        TeamRequests: {
+            requests: components["schemas"]["TeamRequest"][];
+        };
+        TeamServer: {
+            model: string;
+            reports: components["schemas"]["TeamReport"][];
+            server: string;
         };
     };
     responses: never;
@@ -717,6 +824,85 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Status"];
+                };
+            };
+        };
+    };
+    team: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The team: this node's link, the nodes, and what each reports of the shared servers (SPEC 6.6). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Team"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    teamRequests: {
+        parameters: {
+            query?: {
+                node?: string;
+                limit?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The team's newest shipped requests, of every node or of one (node), with attempts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TeamRequests"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };

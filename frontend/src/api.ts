@@ -18,6 +18,8 @@ import type {
   RequestRecord,
   Stats,
   Status,
+  TeamDoc,
+  TeamRequests,
 } from './types';
 
 // SSE parsing lives in sse.ts; it is part of this module's surface.
@@ -347,6 +349,18 @@ export class Client {
   stats(since: string, bucket: string, signal?: AbortSignal): Promise<Stats> {
     const q = new URLSearchParams({ since, bucket });
     return this.json(`/switchyard/v1/stats?${q}`, withSignal(signal));
+  }
+
+  /** The team document; 404 (an error) when this Switchyard is in no team. */
+  team(signal?: AbortSignal): Promise<TeamDoc> {
+    return this.json('/switchyard/v1/team', withSignal(signal));
+  }
+
+  /** The team's newest shipped requests, of one node when node is set. */
+  teamRequests(node: string, limit: number, signal?: AbortSignal): Promise<TeamRequests> {
+    const q = new URLSearchParams({ limit: String(limit) });
+    if (node) q.set('node', node);
+    return this.json(`/switchyard/v1/team/requests?${q}`, withSignal(signal));
   }
 
   demo(signal?: AbortSignal): Promise<DemoState> {

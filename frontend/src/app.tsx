@@ -8,6 +8,7 @@ import { useObservable } from './hooks';
 import { listenWords } from './listen';
 import { SCREENS, parseRoute, routeHash, type Route } from './route';
 import { SettingsScreen } from './settings/SettingsScreen';
+import { TeamScreen } from './team/TeamScreen';
 import { LiveStore } from './store';
 import { applyTheme, loadTheme, nextTheme, type ThemeChoice } from './theme';
 import { ConnectionBanner } from './ui/ConnectionBanner';
@@ -94,7 +95,7 @@ export function App() {
           <span>Switchyard</span>
         </div>
         <ul class="nav-list">
-          {SCREENS.map((s) => (
+          {SCREENS.filter((s) => s.id !== 'team' || status?.team).map((s) => (
             <li key={s.id}>
               <a
                 href={routeHash({ screen: s.id, arg: null })}
@@ -105,6 +106,7 @@ export function App() {
               >
                 <span>{s.label}</span>
                 {s.id === 'settings' && configError && <span class="dot dot-bad" aria-label="config error" />}
+                {s.id === 'team' && status?.team?.link === 'offline' && <span class="dot dot-bad" aria-label="team link offline" />}
               </a>
             </li>
           ))}
@@ -182,6 +184,12 @@ export function App() {
             </span>
           </div>
         )}
+        {status?.team?.link === 'offline' && (
+          <div class="banner banner-warn" role="status" data-testid="team-banner">
+            <strong>Team link offline.</strong> This node routes on its own state and keeps its records; they are shipped
+            once the team database answers again{status.team.link_error ? ` (${status.team.link_error})` : ''}.
+          </div>
+        )}
         {configError && route.screen !== 'settings' && (
           <div class="banner banner-warn" role="status">
             A config edit was rejected; the previous config keeps running.{' '}
@@ -201,6 +209,7 @@ export function App() {
           />
         )}
         {route.screen === 'settings' && <SettingsScreen client={client} live={live} />}
+        {route.screen === 'team' && <TeamScreen client={client} live={live} />}
       </main>
 
       {needToken && (

@@ -39,6 +39,13 @@ export type EventType = S['EventType'];
 export type AttemptStarted = S['AttemptStarted'];
 export type GPUEvent = S['GPUEvent'];
 export type ConfigEvent = S['ConfigEvent'];
+export type TeamLink = S['TeamLink'];
+export type TeamDoc = S['Team'];
+export type TeamNode = S['TeamNode'];
+export type TeamServer = S['TeamServer'];
+export type TeamReport = S['TeamReport'];
+export type TeamRequest = S['TeamRequest'];
+export type TeamRequests = S['TeamRequests'];
 
 /** One event of GET /switchyard/v1/events, decoded. */
 export type LiveEvent =

@@ -1,0 +1,149 @@
+package team
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+var t0 = time.Date(2026, 12, 1, 18, 41, 0, 0, time.UTC)
+
+// shared is a candidate on a server two nodes reach by different URLs.
+var shared = fleet.Candidate{ID: "big", URL: "http://gpu1.invalid:11434", Model: "qwen3:8b", ServerKey: "gpu1"}
+
+func newTestTeam(t *testing.T, node string, now func() time.Time) *Team {
+	t.Helper()
+	tm, err := New(Options{URL: "postgres://127.0.0.1:1/x", Node: node, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm.Update([]fleet.Candidate{shared})
+	return tm
+}
+
+func report(seq int64, node, status string, hold time.Duration) row {
+	return row{Seq: seq, Node: node, Server: "gpu1", Model: "qwen3:8b", Status: status, Detail: status, ForMS: hold.Milliseconds()}
+}
+
+func TestRemoteFolding(t *testing.T) {
+	now := t0
+	tm := newTestTeam(t, "a", func() time.Time { return now })
+	ev := tm.ev
+	if got := tm.Remote(shared, now); got.Suspect || got.Out || got.InFlight != 0 {
+		t.Fatalf("Remote() with no reports = %+v; want nothing", got)
+	}
+
+	ev.fold("a", report(1, "b", StatusBreakerOpen, 30*time.Second), 0, now)
+	got := tm.Remote(shared, now)
+	if !got.Suspect || got.Out || !strings.Contains(got.Reason, "node b: breaker open since") {
+		t.Errorf("Remote() after one node = %+v; want suspect with node b's reason", got)
+	}
+
+	// A second node's report, written 10s ago (replayed): out until the
+	// longer of the two holds.
+	ev.fold("a", report(1, "c", StatusProbeFailed, 15*time.Second), 10*time.Second, now)
+	got = tm.Remote(shared, now)
+	if !got.Out || !got.Until.Equal(now.Add(30*time.Second)) {
+		t.Errorf("Remote() after two nodes = %+v; want out until %v", got, now.Add(30*time.Second))
+	}
+
+	// c's report expires after 5 s: suspect again; b's after 30 s: clear.
+	now = t0.Add(6 * time.Second)
+	if got := tm.Remote(shared, now); got.Out || !got.Suspect {
+		t.Errorf("Remote() once c's report expired = %+v; want suspect", got)
+	}
+	now = t0.Add(31 * time.Second)
+	if got := tm.Remote(shared, now); got.Out || got.Suspect {
+		t.Errorf("Remote() once both expired = %+v; want nothing", got)
+	}
+
+	// An older or own row changes nothing; a newer ok clears its node.
+	ev.fold("a", report(2, "b", StatusBreakerOpen, time.Minute), 0, now)
+	ev.fold("a", report(1, "b", StatusOK, 0), 0, now)
+	ev.fold("a", report(9, "a", StatusBreakerOpen, time.Minute), 0, now)
+	if got := tm.Remote(shared, now); !got.Suspect || strings.Contains(got.Reason, "node a") {
+		t.Errorf("Remote() after a stale and an own row = %+v; want b's suspicion only", got)
+	}
+	ev.fold("a", report(3, "b", StatusOK, 0), 0, now)
+	if got := tm.Remote(shared, now); got.Suspect {
+		t.Errorf("Remote() after b's ok = %+v; want nothing", got)
+	}
+}
+
+func TestLocalSuccessOverridesRemote(t *testing.T) {
+	now := t0
+	tm := newTestTeam(t, "a", func() time.Time { return now })
+	tm.ev.fold("a", report(1, "b", StatusBreakerOpen, time.Minute), 0, now)
+	tm.ev.fold("a", report(1, "c", StatusBreakerOpen, time.Minute), 0, now)
+	now = now.Add(time.Second)
+	tm.Observe(fleet.Event{Type: fleet.EventAttempt, Attempt: &fleet.Attempt{Candidate: "big", Outcome: fleet.OutcomeSuccess}})
+	if got := tm.Remote(shared, now); got.Out || got.Suspect {
+		t.Errorf("Remote() after a local success = %+v; want nothing", got)
+	}
+	// A report made after the success counts again.
+	now = now.Add(time.Second)
+	tm.ev.fold("a", report(2, "b", StatusBreakerOpen, time.Minute), 0, now)
+	if got := tm.Remote(shared, now); !got.Suspect {
+		t.Errorf("Remote() after a later report = %+v; want suspect", got)
+	}
+}
+
+func TestInFlightJoinsAndExpires(t *testing.T) {
+	now := t0
+	tm := newTestTeam(t, "a", func() time.Time { return now })
+	r := report(1, "b", StatusOK, 0)
+	r.InFlight = 2
+	tm.ev.fold("a", r, 0, now)
+	r = report(1, "c", StatusOK, 0)
+	r.InFlight = 3
+	tm.ev.fold("a", r, 0, now)
+	if got := tm.Remote(shared, now).InFlight; got != 5 {
+		t.Errorf("Remote().InFlight = %d; want 5", got)
+	}
+	// A node that stops reporting (killed) stops counting.
+	now = now.Add(DefaultInFlightFor)
+	if got := tm.Remote(shared, now).InFlight; got != 0 {
+		t.Errorf("Remote().InFlight after %v of silence = %d; want 0", DefaultInFlightFor, got)
+	}
+}
+
+func TestServerKey(t *testing.T) {
+	for _, tt := range []struct {
+		c    fleet.Candidate
+		want string
+	}{
+		{fleet.Candidate{URL: "http://GPU1.invalid:11434/v1"}, "http://gpu1.invalid:11434"},
+		{fleet.Candidate{URL: "http://127.0.0.1:11434", Local: true}, ""},
+		{fleet.Candidate{URL: "http://127.0.0.1:11434", Local: true, ServerKey: "box"}, "box"},
+	} {
+		if got := ServerKey(tt.c); got != tt.want {
+			t.Errorf("ServerKey(%+v) = %q; want %q", tt.c, got, tt.want)
+		}
+	}
+}
+
+func TestObserveMarksEvidence(t *testing.T) {
+	now := t0
+	tm := newTestTeam(t, "a", func() time.Time { return now })
+	tm.Update([]fleet.Candidate{shared, {ID: "mine", URL: "http://127.0.0.1:1", Local: true}})
+	tm.Observe(fleet.Event{Type: fleet.EventBreaker, Breaker: &fleet.BreakerChange{Candidate: "big", To: fleet.BreakerOpen, Cause: "2 failures"}})
+	tm.Observe(fleet.Event{Type: fleet.EventAttempt, Attempt: &fleet.Attempt{Candidate: "big", Fault: fleet.FaultServer, Outcome: fleet.OutcomeError}})
+	tm.Observe(fleet.Event{Type: fleet.EventBreaker, Breaker: &fleet.BreakerChange{Candidate: "mine", To: fleet.BreakerOpen}})
+	st := tm.Status()
+	if len(st.Servers) != 1 || st.Servers[0].Reports[0].Status != StatusBreakerOpen {
+		t.Fatalf("Status().Servers = %+v; want gpu1 with this node's open breaker (a failed probe does not weaken it; a loopback server is not shared)", st.Servers)
+	}
+	// A breaker that opens again (its half-open probe failed) is said
+	// again, to restart the others' cool-down.
+	m := tm.ev.local[target{"gpu1", "qwen3:8b"}]
+	m.sentGen = m.gen
+	tm.Observe(fleet.Event{Type: fleet.EventBreaker, Breaker: &fleet.BreakerChange{Candidate: "big", To: fleet.BreakerOpen, Cause: "probe failed"}})
+	if !m.dirty() {
+		t.Error("a reopened breaker is not published again")
+	}
+	if st.Link != LinkOffline {
+		t.Errorf("Status().Link before connecting = %q; want offline", st.Link)
+	}
+}

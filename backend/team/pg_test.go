@@ -1,0 +1,237 @@
+package team
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/history"
+	"github.com/switchyard/switchyard/backend/pgtest"
+)
+
+// These tests run against a real PostgreSQL (backend/pgtest) and wait for
+// its goroutines with eventually, bounded by waitLimit.
+
+const waitLimit = 20 * time.Second
+
+// eventually polls cond until it holds, failing t after waitLimit.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, waitLimit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// fast are Options that make a test's team act within milliseconds.
+func fast(url, node string) Options {
+	return Options{
+		URL: url, Node: node, Version: "test", ConfigHash: "h",
+		ShipEvery: 20 * time.Millisecond, Heartbeat: 200 * time.Millisecond, MinGap: 20 * time.Millisecond,
+		OpTimeout: time.Second, RetryPause: 20 * time.Millisecond, Logf: func(string, ...any) {},
+	}
+}
+
+func start(t *testing.T, o Options) *Team {
+	t.Helper()
+	tm, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm.Update([]fleet.Candidate{shared})
+	tm.Start()
+	t.Cleanup(tm.Close)
+	return tm
+}
+
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// count runs a counting query; -1 when it fails (the database is down).
+func count(url, q string, args ...any) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}
+
+func TestThreeNodesMigrateAnEmptyDatabaseOnce(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range 3 {
+		conn := connect(t, url)
+		wg.Go(func() { errs[i] = Migrate(context.Background(), conn) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Migrate() on node %d = %v; want nil", i, err)
+		}
+	}
+	if n := count(url, "SELECT count(*) FROM team_schema"); n != len(ms) {
+		t.Errorf("team_schema rows = %d; want %d, each migration once", n, len(ms))
+	}
+	if err := Migrate(context.Background(), connect(t, url)); err != nil {
+		t.Errorf("Migrate() again = %v; want nil", err)
+	}
+	// A newer binary's database is refused.
+	conn := connect(t, url)
+	if _, err := conn.Exec(context.Background(), "INSERT INTO team_schema (version) VALUES ($1)", len(ms)+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(context.Background(), conn); err == nil {
+		t.Error("Migrate() of a newer schema = nil; want ErrSchemaTooNew")
+	}
+}
+
+func openHistory(t *testing.T) *history.Store {
+	t.Helper()
+	s, err := history.Open(filepath.Join(t.TempDir(), "history.db"), history.Options{Retention: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func record(t *testing.T, s *history.Store, from, to int) {
+	t.Helper()
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	for i := from; i < to; i++ {
+		id := fmt.Sprintf("r%05d", i)
+		err := s.Record(context.Background(), fleet.RequestRecord{
+			ID: id, StartedAt: at, Protocol: fleet.ProtocolOpenAI, RequestedModel: "auto", ServedCandidate: "big",
+			Status: fleet.StatusOK, HTTPStatus: 200, Latency: time.Second,
+			Attempts: []fleet.Attempt{
+				{Candidate: "small", Outcome: fleet.OutcomeTimeout, Fault: fleet.FaultServer, StartedAt: at, Deadline: time.Second},
+				{Candidate: "big", Outcome: fleet.OutcomeSuccess, StartedAt: at, TTFT: 100 * time.Millisecond},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestShippingSurvivesCrashesAndRestarts: records written while the
+// database is down (crashed with pg_ctl -m immediate) or frozen (SIGSTOP)
+// are shipped once it is back, none lost and none doubled, and a node that
+// restarts resumes from its cursor.
+func TestShippingSurvivesCrashesAndRestarts(t *testing.T) {
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase()
+	hist := openHistory(t)
+	o := fast(url, "a")
+	o.History = hist
+	tm := start(t, o)
+
+	requests := func() int { return count(url, "SELECT count(*) FROM team_requests WHERE node = 'a'") }
+	attempts := func() int { return count(url, "SELECT count(*) FROM team_attempts WHERE node = 'a'") }
+	record(t, hist, 0, 100)
+	eventually(t, "100 records shipped", func() bool { return requests() == 100 })
+	eventually(t, "link online", func() bool { return tm.Status().Link == LinkOnline })
+
+	pg.Stop()
+	eventually(t, "team link offline after a crash", func() bool { return tm.Status().Link == LinkOffline })
+	record(t, hist, 100, 200)
+	pg.Start()
+	eventually(t, "200 records shipped after the crash", func() bool { return requests() == 200 })
+
+	pg.Freeze()
+	record(t, hist, 200, 300)
+	eventually(t, "team link offline while frozen", func() bool { return tm.Status().Link == LinkOffline })
+	pg.Thaw()
+	eventually(t, "300 records shipped after the freeze", func() bool { return requests() == 300 })
+	if n := attempts(); n != 600 {
+		t.Errorf("attempts shipped = %d; want 600", n)
+	}
+
+	// A restart resumes from the cursor: nothing is shipped twice.
+	tm.Close()
+	record(t, hist, 300, 310)
+	tm2 := start(t, o)
+	eventually(t, "310 records after a restart", func() bool { return requests() == 310 })
+	eventually(t, "the restarted node idles", func() bool { return tm2.Status().Link == LinkOnline })
+	if n := tm2.Shipped(); n != 10 {
+		t.Errorf("restarted node shipped %d records; want the 10 new ones", n)
+	}
+
+	recs, err := tm2.Requests(context.Background(), "a", 5)
+	if err != nil || len(recs) != 5 || recs[0].Node != "a" || len(recs[0].Attempts) != 2 || recs[0].Attempts[1].Outcome != fleet.OutcomeSuccess {
+		t.Errorf("Requests(a, 5) = %d records (first %+v), %v; want 5 of node a with their 2 attempts", len(recs), recs, err)
+	}
+	if recs, err := tm2.Requests(context.Background(), "nobody", 5); err != nil || len(recs) != 0 {
+		t.Errorf("Requests(nobody) = %d records, %v; want none", len(recs), err)
+	}
+}
+
+// TestRetentionDropsWholePartitions: a day past retention goes as a whole
+// partition; today's stays.
+func TestRetentionDropsWholePartitions(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase()
+	conn := connect(t, url)
+	ctx := context.Background()
+	if err := Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	old := now.AddDate(0, 0, -40)
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		return partitions{}.ensure(ctx, tx, old, now)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := func() int {
+		return count(url, `SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'team_requests'`)
+	}
+	if n := parts(); n != 2 {
+		t.Fatalf("partitions of team_requests = %d; want 2", n)
+	}
+	dropped, err := dropBefore(ctx, conn, now.Add(-DefaultRetention))
+	if err != nil || dropped != len(partitioned) {
+		t.Errorf("dropBefore() = %d, %v; want %d (the old day of each table)", dropped, err, len(partitioned))
+	}
+	if n := parts(); n != 1 {
+		t.Errorf("partitions of team_requests after retention = %d; want 1", n)
+	}
+
+	// A node drops them itself when it connects (and every hour).
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return partitions{}.ensure(ctx, tx, old) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, fast(url, "a"))
+	eventually(t, "the node drops the old day", func() bool { return parts() == 1 })
+}

@@ -1,0 +1,396 @@
+// Package team lets several Switchyards share one fleet through PostgreSQL
+// (SPEC 6.6, docs/DESIGN.md "Teams"). Each node ships its committed history
+// to the team database (ship.go) and publishes what it saw of each shared
+// server as append-only evidence rows only it writes (evidence.go); it reads
+// the other nodes' rows through LISTEN/NOTIFY, replays them after every
+// reconnect, and folds them into memory, where the router reads them
+// (router.Evidence) without waiting on the network.
+//
+// A Team works on its own goroutines, each with its own connection: Start
+// starts them, Close stops them. When the database is down, frozen or
+// unreachable the node routes on its own state, Status says the link is
+// offline, and shipping resumes from its stored cursor once it is back.
+package team
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchyard/switchyard/backend/history"
+)
+
+// ErrSchemaTooNew: the team database was migrated by a newer Switchyard.
+var ErrSchemaTooNew = errors.New("team database is newer than this binary")
+
+// Source is the node's own history, read for shipping.
+type Source interface {
+	After(ctx context.Context, c history.Cursor, limit int) (history.Batch, error)
+}
+
+// Defaults of Options.
+const (
+	DefaultShipEvery   = time.Second
+	DefaultShipBatch   = 500
+	DefaultHeartbeat   = 5 * time.Second
+	DefaultMinGap      = time.Second
+	DefaultOpTimeout   = 5 * time.Second
+	DefaultRetryPause  = time.Second
+	DefaultRetention   = 30 * 24 * time.Hour
+	DefaultOpenFor     = 30 * time.Second
+	DefaultProbeFor    = 60 * time.Second
+	DefaultReportFor   = 15 * time.Second
+	DefaultMaxReport   = 5 * time.Minute
+	DefaultInFlightFor = 15 * time.Second
+)
+
+// Options configure a Team. The zero value of each field means its
+// default.
+type Options struct {
+	// URL is the PostgreSQL connection string. Required.
+	URL string
+	// Node names this Switchyard in the team; required.
+	Node string
+	// Version and ConfigHash are what the node says of itself in the
+	// nodes list.
+	Version, ConfigHash string
+	// History is the node's history to ship; nil ships nothing.
+	History Source
+	// InFlight returns how many of this node's own requests run on each
+	// candidate (by id) now; nil publishes none. It must not block.
+	InFlight func() map[string]int
+	// ShipEvery is how often shipping looks for new records. Default 1s.
+	ShipEvery time.Duration
+	// ShipBatch is the most requests (and breaker events) in one shipping
+	// transaction. Default 500.
+	ShipBatch int
+	// Heartbeat is how often the node refreshes its row, republishes
+	// running in-flight counts and reads the nodes list. Default 5s.
+	Heartbeat time.Duration
+	// MinGap is the least time between two evidence rows of one server
+	// from this node: changes in between are merged into the next row, so
+	// a flapping server makes no storm. Default 1s.
+	MinGap time.Duration
+	// OpTimeout bounds every database operation; a frozen database
+	// turns the link offline after it. Default 5s.
+	OpTimeout time.Duration
+	// RetryPause is the pause before reconnecting, doubled up to eight
+	// times after each failure in a row. Default 1s.
+	RetryPause time.Duration
+	// Retention is how long shipped rows are kept: older partitions are
+	// dropped whole. Default 30 days; negative keeps everything.
+	Retention time.Duration
+	// OpenFor and ProbeFor make how long a report of an open breaker
+	// holds: the breaker's cool-down, then as long as its half-open probe
+	// may take (the first-token ceiling); the breaker closing ends it
+	// sooner. Defaults 30s and 60s.
+	OpenFor, ProbeFor time.Duration
+	// ReportFor is how long a report of a failed probe, a busy or loading
+	// server holds. Default 15s.
+	ReportFor time.Duration
+	// Now is the node's clock. Default time.Now.
+	Now func() time.Time
+	// Logf receives link changes and failures. Nil discards them.
+	Logf func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.ShipEvery, DefaultShipEvery)
+	def(&o.Heartbeat, DefaultHeartbeat)
+	def(&o.MinGap, DefaultMinGap)
+	def(&o.OpTimeout, DefaultOpTimeout)
+	def(&o.RetryPause, DefaultRetryPause)
+	def(&o.Retention, DefaultRetention)
+	def(&o.OpenFor, DefaultOpenFor)
+	def(&o.ProbeFor, DefaultProbeFor)
+	def(&o.ReportFor, DefaultReportFor)
+	if o.ShipBatch <= 0 {
+		o.ShipBatch = DefaultShipBatch
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
+// Team is one node's membership of a team. Its methods are safe for
+// concurrent use; Observe and Remote never block on the network.
+type Team struct {
+	o    Options
+	cfg  *pgx.ConnConfig
+	ev   *evidence
+	wake chan struct{} // evidence to publish
+
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+
+	links   [2]link // 0: work (ship, publish, heartbeat), 1: listen
+	shipped atomic.Int64
+
+	nodesMu sync.Mutex
+	nodes   []Node
+}
+
+// Link states.
+const (
+	LinkOnline  = "online"
+	LinkOffline = "offline"
+)
+
+// link is the state of one of the node's connections.
+type link struct {
+	mu    sync.Mutex
+	up    bool
+	since time.Time
+	err   string
+}
+
+// New checks o and returns a Team that has not connected yet.
+func New(o Options) (*Team, error) {
+	o = o.withDefaults()
+	if o.Node == "" {
+		return nil, errors.New("team: no node name")
+	}
+	cfg, err := pgx.ParseConfig(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("team: connection string: %w", err)
+	}
+	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > o.OpTimeout {
+		cfg.ConnectTimeout = o.OpTimeout
+	}
+	t := &Team{o: o, cfg: cfg, wake: make(chan struct{}, 1)}
+	t.ev = newEvidence(o)
+	now := o.Now()
+	for i := range t.links {
+		t.links[i].since = now
+		t.links[i].err = "not connected yet"
+	}
+	return t, nil
+}
+
+// Start connects and runs the node's goroutines until Close.
+func (t *Team) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	t.done.Add(2)
+	go func() { defer t.done.Done(); t.session(ctx, 0, t.work) }()
+	go func() { defer t.done.Done(); t.session(ctx, 1, t.listen) }()
+}
+
+// Close stops the goroutines and closes their connections. Records not
+// shipped yet stay in the history, to be shipped at the next start.
+func (t *Team) Close() {
+	if t.cancel != nil {
+		t.cancel()
+	}
+	t.done.Wait()
+}
+
+// Node is the name of this node.
+func (t *Team) Node() string { return t.o.Node }
+
+// Shipped is how many request records this node has shipped since it
+// started (a record shipped twice, after a lost acknowledgement, counts
+// twice here and once in the database).
+func (t *Team) Shipped() int64 { return t.shipped.Load() }
+
+// session runs fn on a fresh connection, again and again, pausing longer
+// after each failure in a row, until ctx ends. Link i is up while fn runs
+// after connecting.
+func (t *Team) session(ctx context.Context, i int, fn func(context.Context, *pgx.Conn) error) {
+	fails := 0
+	for ctx.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, t.o.OpTimeout)
+		conn, err := pgx.ConnectConfig(cctx, t.cfg)
+		cancel()
+		if err == nil {
+			err = fn(ctx, conn)
+			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+			conn.Close(closeCtx)
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if t.linkUp(i) {
+			fails = 0 // it worked until now: try again soon
+		}
+		t.setLink(i, false, err)
+		fails++
+		pause := t.o.RetryPause << min(fails-1, 3)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+	}
+}
+
+func (t *Team) linkUp(i int) bool {
+	l := &t.links[i]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up
+}
+
+func (t *Team) setLink(i int, up bool, err error) {
+	l := &t.links[i]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.up != up {
+		l.since = t.o.Now()
+		if up {
+			t.o.Logf("team: link to the team database back")
+		} else {
+			t.o.Logf("team: team link offline: %v", err)
+		}
+	}
+	l.up = up
+	l.err = ""
+	if err != nil {
+		l.err = err.Error()
+	}
+}
+
+// op is a context for one database operation.
+func (t *Team) op(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, t.o.OpTimeout)
+}
+
+// work migrates, then ships, publishes evidence and beats until an
+// operation fails.
+func (t *Team) work(ctx context.Context, conn *pgx.Conn) error {
+	octx, cancel := t.op(ctx)
+	err := Migrate(octx, conn)
+	cancel()
+	if err != nil {
+		return err
+	}
+	parts := partitions{}
+	if err := t.beat(ctx, conn, parts); err != nil {
+		return err
+	}
+	cur, err := t.cursor(ctx, conn)
+	if err != nil {
+		return err
+	}
+	t.setLink(0, true, nil)
+	if err := t.retain(ctx, conn); err != nil {
+		return err
+	}
+	retain := time.NewTicker(retainEvery)
+	defer retain.Stop()
+
+	ship := time.NewTicker(t.o.ShipEvery)
+	defer ship.Stop()
+	beat := time.NewTicker(t.o.Heartbeat)
+	defer beat.Stop()
+	gap := time.NewTicker(t.o.MinGap)
+	defer gap.Stop()
+	for {
+		if err := t.publish(ctx, conn, parts); err != nil {
+			return err
+		}
+		if t.o.History != nil {
+			// Drain a backlog batch by batch, publishing between.
+			more, err := t.ship(ctx, conn, parts, &cur)
+			if err != nil {
+				return err
+			}
+			if more {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.wake:
+		case <-gap.C: // rate-limited evidence whose gap has passed
+		case <-ship.C:
+		case <-retain.C:
+			if err := t.retain(ctx, conn); err != nil {
+				return err
+			}
+		case <-beat.C:
+			if t.o.InFlight != nil {
+				t.ev.refresh(t.o.InFlight(), true)
+			}
+			if err := t.beat(ctx, conn, parts); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// retainEvery is how often a node drops the partitions past retention
+// (and once when it connects).
+const retainEvery = time.Hour
+
+// retain drops the partitions older than Retention.
+func (t *Team) retain(ctx context.Context, conn *pgx.Conn) error {
+	if t.o.Retention < 0 {
+		return nil
+	}
+	octx, cancel := t.op(ctx)
+	defer cancel()
+	if _, err := dropBefore(octx, conn, t.o.Now().Add(-t.o.Retention)); err != nil {
+		return fmt.Errorf("retention: %w", err)
+	}
+	return nil
+}
+
+// beat refreshes this node's row and reads the nodes list.
+func (t *Team) beat(ctx context.Context, conn *pgx.Conn, parts partitions) error {
+	octx, cancel := t.op(ctx)
+	defer cancel()
+	_, err := conn.Exec(octx, `INSERT INTO team_nodes (node, version, config_hash, started_at, last_seen)
+		VALUES ($1, $2, $3, now(), now())
+		ON CONFLICT (node) DO UPDATE SET version = $2, config_hash = $3, last_seen = now()`,
+		t.o.Node, t.o.Version, t.o.ConfigHash)
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	rows, err := conn.Query(octx, `SELECT node, version, config_hash,
+		(extract(epoch FROM now() - last_seen) * 1000)::bigint FROM team_nodes ORDER BY node`)
+	if err != nil {
+		return fmt.Errorf("nodes: %w", err)
+	}
+	now := t.o.Now()
+	var nodes []Node
+	for rows.Next() {
+		var n Node
+		var ageMS int64
+		if err := rows.Scan(&n.Name, &n.Version, &n.ConfigHash, &ageMS); err != nil {
+			rows.Close()
+			return fmt.Errorf("nodes: %w", err)
+		}
+		age := time.Duration(ageMS) * time.Millisecond
+		n.LastSeen = now.Add(-age)
+		n.Link = LinkOnline
+		if age > 3*t.o.Heartbeat {
+			n.Link = LinkOffline
+		}
+		nodes = append(nodes, n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("nodes: %w", err)
+	}
+	t.nodesMu.Lock()
+	t.nodes = nodes
+	t.nodesMu.Unlock()
+	return nil
+}
