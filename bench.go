@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 
 	"github.com/switchyard/switchyard/backend/bench"
@@ -25,6 +26,7 @@ same run. make bench regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
 	jsonPath := fl.String("json", "", "also write the results as JSON to `FILE`")
 	mdPath := fl.String("markdown", "", "also write the results as a markdown document to `FILE` (docs/BENCHMARKS.md)")
 	only := fl.String("only", "", "run only these `SECTIONS`, comma-separated: "+strings.Join(bench.Sections(), ", "))
+	scale := fl.String("history-sizes", "", "fill and measure histories of these `SIZES` (requests, comma-separated) in the history-scale section, instead of the run's own (100000,1000000)")
 	profileDir := fl.String("profile", "", "also profile the Switchyard path at concurrency 1, streamed and not: CPU and allocation profiles and their summary (summary.txt) in `DIR`, which the markdown includes")
 	if exit, ok := fl.parse(args); !ok {
 		return exit
@@ -38,6 +40,18 @@ same run. make bench regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
 	}
 	if *profileDir != "" {
 		o.Command += " --profile " + *profileDir
+	}
+	if *scale != "" {
+		o.Sizes.HistoryScale = nil
+		for _, f := range strings.Split(*scale, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1000 {
+				fmt.Fprintf(stderr, "switchyard bench: --history-sizes: %q is not a number of requests (at least 1000)\n", f)
+				return exitUsage
+			}
+			o.Sizes.HistoryScale = append(o.Sizes.HistoryScale, n)
+		}
+		o.Command += " --history-sizes " + *scale
 	}
 	if *only != "" {
 		o.Only = strings.Split(*only, ",")

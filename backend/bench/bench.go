@@ -18,6 +18,9 @@
 //     history adds to a request;
 //   - band: two servers of one model at one priority, with balance
 //     ordered against fastest, and the liveness checks they cost;
+//   - history-scale: histories of 100k requests and more, filled through
+//     the store, and what grows with them: start, the charts' stats,
+//     filters, retention sweeps, disk;
 //   - profile (when asked for): CPU and allocation profiles of the
 //     Switchyard path at concurrency 1 and a summary of where they go.
 //
@@ -69,6 +72,9 @@ type Sizes struct {
 	// number of requests per variant (history on, off) at each of
 	// concurrency 1 and 8.
 	HistoryRecords, HistoryWriters, HistoryRequests int
+	// HistoryScale are the sizes, in requests, of the histories the
+	// history-scale section fills and measures (ScaleRow).
+	HistoryScale []int
 	// Profile is the number of requests per mode through Switchyard
 	// under the CPU profiler, and ProfileAllocs the number per mode and
 	// path (Switchyard, direct) while allocations are profiled, in the
@@ -87,6 +93,7 @@ func Quick() Sizes {
 		ThroughputConcurrency: 64, ThroughputRounds: 3, ThroughputRequests: 600,
 		Streams:        1000,
 		HistoryRecords: 5000, HistoryWriters: 32, HistoryRequests: 300,
+		HistoryScale: []int{100_000},
 		Profile: 600, ProfileAllocs: 150,
 	}
 }
@@ -95,7 +102,7 @@ func Quick() Sizes {
 // machine busy with other work.
 func Full() Sizes {
 	return Sizes{
-		Budget:      8 * time.Minute,
+		Budget:      12 * time.Minute,
 		Concurrency: []int{1, 8, 64},
 		Overhead:    2000, Failover: 600,
 		Hang: 64, HangDeadline: 100 * time.Millisecond,
@@ -103,6 +110,7 @@ func Full() Sizes {
 		ThroughputConcurrency: 64, ThroughputRounds: 6, ThroughputRequests: 1200,
 		Streams:        1000,
 		HistoryRecords: 20000, HistoryWriters: 32, HistoryRequests: 1000,
+		HistoryScale: []int{100_000, 1_000_000},
 		Profile: 2500, ProfileAllocs: 500,
 	}
 }
@@ -118,6 +126,7 @@ func Tiny() Sizes {
 		ThroughputConcurrency: 4, ThroughputRounds: 1, ThroughputRequests: 20,
 		Streams:        10,
 		HistoryRecords: 100, HistoryWriters: 4, HistoryRequests: 10,
+		HistoryScale: []int{2000},
 		Profile: 10, ProfileAllocs: 5,
 	}
 }
@@ -155,6 +164,7 @@ type Report struct {
 	Memory     *MemoryResult   `json:"memory,omitempty"`
 	History    *HistoryResult  `json:"history,omitempty"`
 	Band       []BandRow       `json:"band,omitempty"`
+	Scale      []ScaleRow      `json:"history_scale,omitempty"`
 	Profile    *ProfileResult  `json:"profile,omitempty"`
 	Figures    []Figure        `json:"figures"`
 	Notes      []string        `json:"notes,omitempty"`
@@ -198,6 +208,7 @@ var sections = []section{
 	{"memory", (*bencher).memory},
 	{"history", (*bencher).history},
 	{"band", (*bencher).band},
+	{"history-scale", (*bencher).historyScale},
 }
 
 // Sections returns the names of Run's sections, in the order they run.

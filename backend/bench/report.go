@@ -372,7 +372,37 @@ func (r *Report) tables() []table {
 	if len(r.Band) > 0 {
 		ts = append(ts, r.bandTable())
 	}
+	if len(r.Scale) > 0 {
+		ts = append(ts, scaleTable(r.Scale))
+	}
 	return ts
+}
+
+// scaleTable is a row per history size: the growth curve of each figure.
+func scaleTable(rows []ScaleRow) table {
+	t := table{title: "History at scale: histories filled through Store.Import over 28 days (1.14 attempts a request), a row per size; queries are the median of 5, sweeps run beside a writer and a reader (\"wait\": the reader's longest first page meanwhile)",
+		head: []string{"requests", "file (WAL)", "fill", "start cold / warm", "first page", "page N", "detail", "stats 24h / 7d", "nothing, all / 7d", "fallbacks 7d", "sweep a day (wait)", "sweep a week (wait)", "start, prune pending", "file after sweeps (WAL) / closed"}}
+	for _, r := range rows {
+		cold := fmtUS(r.StartCold)
+		if !r.ColdDropped {
+			cold += " (cache not dropped)"
+		}
+		t.rows = append(t.rows, []string{
+			fmt.Sprint(r.Requests),
+			fmt.Sprintf("%s (%s)", fmtBytes(float64(r.FileBytes)), fmtBytes(float64(r.WALBytes))),
+			fmt.Sprintf("%.1f s", r.FillS),
+			cold + " / " + fmtUS(r.StartWarm),
+			fmtUS(r.FirstPage), fmtUS(r.PageN), fmtUS(r.Detail),
+			fmtUS(r.Stats24h) + " / " + fmtUS(r.Stats7d),
+			fmtUS(r.NothingAll) + " / " + fmtUS(r.Nothing7d),
+			fmtUS(r.Fallback7d),
+			fmt.Sprintf("%s (%s)", fmtUS(r.SweepDay), fmtUS(r.SweepDayWait)),
+			fmt.Sprintf("%s (%s)", fmtUS(r.SweepWeek), fmtUS(r.SweepWeekWait)),
+			fmtUS(r.StartPrune),
+			fmt.Sprintf("%s (%s) / %s", fmtBytes(float64(r.SweptFileBytes)), fmtBytes(float64(r.SweptWALBytes)), fmtBytes(float64(r.ClosedFileBytes))),
+		})
+	}
+	return t
 }
 
 func (r *Report) figureTable() table {
