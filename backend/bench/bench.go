@@ -94,7 +94,7 @@ func Quick() Sizes {
 		Streams:        1000,
 		HistoryRecords: 5000, HistoryWriters: 32, HistoryRequests: 300,
 		HistoryScale: []int{100_000},
-		Profile: 600, ProfileAllocs: 150,
+		Profile:      600, ProfileAllocs: 150,
 	}
 }
 
@@ -111,7 +111,7 @@ func Full() Sizes {
 		Streams:        1000,
 		HistoryRecords: 20000, HistoryWriters: 32, HistoryRequests: 1000,
 		HistoryScale: []int{100_000, 1_000_000},
-		Profile: 2500, ProfileAllocs: 500,
+		Profile:      2500, ProfileAllocs: 500,
 	}
 }
 
@@ -127,7 +127,7 @@ func Tiny() Sizes {
 		Streams:        10,
 		HistoryRecords: 100, HistoryWriters: 4, HistoryRequests: 10,
 		HistoryScale: []int{2000},
-		Profile: 10, ProfileAllocs: 5,
+		Profile:      10, ProfileAllocs: 5,
 	}
 }
 
