@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -128,7 +129,8 @@ func TestBacklogIsBounded(t *testing.T) {
 
 // A file whose header is sound but whose pages are damaged used to open and
 // then lose new rows and fail listings; it is refused at start with what to
-// do (issue 12, item 2).
+// do (issue 12, item 2), when Open checks it: after an unclean shutdown, or
+// when asked to (issue 24: not at every start).
 func TestDamagedFileIsRefused(t *testing.T) {
 	s, path := openTemp(t, Options{})
 	for i := range 2000 {
@@ -147,8 +149,48 @@ func TestDamagedFileIsRefused(t *testing.T) {
 		f.WriteAt(garbage, off) // the header (page 1) stays sound
 	}
 	f.Close()
-	_, err = Open(path, Options{})
+	_, err = Open(path, Options{Check: true})
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "move it aside") {
-		t.Fatalf("Open(damaged) = %v; want ErrDamaged saying what to do", err)
+		t.Fatalf("Open(damaged, Check) = %v; want ErrDamaged saying what to do", err)
+	}
+	// Without the marker of a clean shutdown, as after a crash.
+	os.Remove(path + cleanSuffix)
+	_, err = Open(path, Options{})
+	if !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Open(damaged) after an unclean shutdown = %v; want ErrDamaged", err)
+	}
+}
+
+// A start after a clean shutdown reads no more of the file than it needs:
+// quick_check reads every page, seconds for a big history (issue 24). A
+// start that does not find the marker of a clean shutdown (a crash, a
+// kill, a file from before the marker) checks the whole file.
+func TestWholeFileCheckOnlyAfterUncleanShutdown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.db")
+	for i, step := range []struct {
+		name      string
+		want      bool // whether this start checks the whole file
+		thenCrash bool // this Store ends as a killed process's does
+	}{
+		{"new file", true, false},
+		{"after a clean shutdown", false, true},
+		{"after an unclean shutdown", true, false},
+		{"after a clean shutdown again", false, false},
+	} {
+		s, err := Open(path, Options{Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.checked != step.want {
+			t.Errorf("start %d (%s): whole-file check %v; want %v", i, step.name, s.checked, step.want)
+		}
+		mustRecord(t, s, rec(fmt.Sprintf("r%d", i), t0))
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if step.thenCrash {
+			// A killed process never writes the marker.
+			os.Remove(path + cleanSuffix)
+		}
 	}
 }

@@ -30,15 +30,20 @@ func (s *Store) Import(ctx context.Context, recs []fleet.RequestRecord) error {
 	if err := w.begin(); err != nil {
 		return fmt.Errorf("import: begin: %w", err)
 	}
-	for _, r := range recs {
-		b, err := encodeRecord(r)
+	r := rollups{}
+	for _, rec := range recs {
+		b, err := encodeRecord(rec)
 		if err == nil {
-			err = moveOne(w, b)
+			err = moveOne(w, b, r)
 		}
 		if err != nil {
 			w.rollback()
-			return fmt.Errorf("import request %s: %w", r.ID, err)
+			return fmt.Errorf("import request %s: %w", rec.ID, err)
 		}
+	}
+	if err := r.write(w); err != nil {
+		w.rollback()
+		return fmt.Errorf("import: %w", err)
 	}
 	if err := w.commit(); err != nil {
 		w.rollback()

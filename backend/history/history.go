@@ -57,7 +57,9 @@ var (
 	// it is kept in memory and written once the file can be written.
 	ErrNotDurable = errors.New("history can't be written now; the record is kept in memory until it can")
 	// ErrDamaged: the file is not a sound SQLite database (PRAGMA
-	// quick_check found damage, or it is no database at all).
+	// quick_check found damage, or it is no database at all). Open checks
+	// the whole file only after an unclean shutdown, or when
+	// Options.Check asks it to.
 	ErrDamaged = errors.New("history database is damaged")
 )
 
@@ -88,6 +90,11 @@ type Options struct {
 	// Logf receives the writer's problems: dropped breaker events, failed
 	// batches, failed prunes. Nil discards them.
 	Logf func(format string, args ...any)
+	// Check makes Open check the whole file (PRAGMA quick_check) even
+	// after a clean shutdown; without it, Open checks only a file that was
+	// not closed cleanly, as a check reads every page (seconds for a big
+	// history).
+	Check bool
 
 	// Test hooks, nil in production. afterEnqueue runs in Record once its
 	// record is queued; beforeCommit runs before each transaction that
@@ -107,6 +114,11 @@ type Options struct {
 	noJournal bool
 	// journalLimit, when set, replaces journalTruncateAt.
 	journalLimit int64
+	// sweepBatch, when set, replaces the constant of the same name;
+	// swept, when set, runs after each transaction of a sweep, the
+	// writer's lock given back, with how many rows it deleted.
+	sweepBatch int
+	swept      func(deleted int64)
 }
 
 // Store is an open history file, made by Open; the zero value is not
@@ -127,6 +139,10 @@ type Store struct {
 	maxBacklog   int                       // MaxBacklog, or a test's own
 	moveAt       int                       // moveAt, or a test's own
 	moveDelay    time.Duration             // moveDelay, or a test's own
+	sweepBatch   int                       // sweepBatch, or a test's own
+	swept        func(deleted int64)       // test hook, see Options
+	checked      bool                      // Open ran quick_check
+	startSwept   chan struct{}             // closed once the sweep at start is done
 
 	// The queue (writer.go). qmu guards closed, queue, leading and
 	// events, so that nothing is queued after Close.
@@ -217,9 +233,15 @@ func open(path string, o Options) (*Store, error) {
 	db.SetMaxOpenConns(1 + max(4, runtime.GOMAXPROCS(0)))
 	db.SetMaxIdleConns(3)
 	ctx := context.Background()
-	if err := check(ctx, db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("%w: %w: move it aside (mv %s %s.damaged) and start again; Switchyard then makes a new one", ErrDamaged, err, path, path)
+	// The marker of a clean shutdown is taken away while the file is
+	// open: a start that does not find it follows a crash.
+	clean := os.Remove(path+cleanSuffix) == nil
+	checked := !clean || o.Check
+	if checked {
+		if err := check(ctx, db); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("%w: %w: move it aside (mv %s %s.damaged) and start again; Switchyard then makes a new one", ErrDamaged, err, path, path)
+		}
 	}
 	if err := migrate(ctx, db, ms); err != nil {
 		db.Close()
@@ -246,6 +268,10 @@ func open(path string, o Options) (*Store, error) {
 		maxBacklog:   cmp.Or(o.maxBacklog, MaxBacklog),
 		moveAt:       cmp.Or(o.moveAt, moveAt),
 		moveDelay:    cmp.Or(o.moveDelay, moveDelay),
+		sweepBatch:   cmp.Or(o.sweepBatch, sweepBatch),
+		swept:        o.swept,
+		checked:      checked,
+		startSwept:   make(chan struct{}),
 
 		room: make(chan struct{}, 4*o.BatchSize),
 
@@ -267,8 +293,9 @@ func open(path string, o Options) (*Store, error) {
 	if !o.noJournal {
 		s.journal = s.openJournal(o.journalLimit)
 	}
-	// Move what a crash left in the inbox, and prune.
-	if _, err := s.prune(); err != nil {
+	// Move what a crash left in the inbox; the writer goroutine prunes,
+	// after Open has returned.
+	if err := s.moveAll(); err != nil {
 		s.logf("history: %v", err)
 		s.fail(err)
 		s.armRetry()
@@ -276,6 +303,10 @@ func open(path string, o Options) (*Store, error) {
 	go s.run(o.PruneEvery)
 	return s, nil
 }
+
+// cleanSuffix names the marker of a clean shutdown beside the file:
+// Close writes it, Open takes it away.
+const cleanSuffix = "-clean"
 
 // check runs SQLite's own consistency check of the whole file (PRAGMA
 // quick_check): a file with a sound header but damaged pages would
@@ -315,6 +346,11 @@ func dsn(path string, pragmas ...string) string {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(1)")
+	// Free pages go back to the file system after a sweep (a new file is
+	// made so; migration 0005 converts an older one), and the WAL is cut
+	// back to this size after a checkpoint (docs/DESIGN.md, "History").
+	q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
+	q.Add("_pragma", "journal_size_limit("+strconv.Itoa(walLimit)+")")
 	for _, p := range pragmas {
 		q.Add("_pragma", p)
 	}
@@ -352,6 +388,13 @@ func (s *Store) Close() error {
 	<-s.wlock
 	if err != nil {
 		return fmt.Errorf("close history %s: %w", s.path, err)
+	}
+	// Only the Store that held the journal speaks for the file: another
+	// one on it may still be writing.
+	if s.journal != nil {
+		if err := os.WriteFile(s.path+cleanSuffix, nil, 0o600); err != nil {
+			s.logf("history: %v; the next start checks the whole file", err)
+		}
 	}
 	return nil
 }
@@ -440,6 +483,9 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, latest int) er
 	if v >= m.version {
 		return nil
 	}
+	if strings.HasPrefix(m.sql, outsideTx) {
+		return applyOutsideTx(ctx, db, m)
+	}
 	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: holds the write lock
 	if err != nil {
 		return fmt.Errorf("migrate to %d: %w", m.version, err)
@@ -455,6 +501,11 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, latest int) er
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return fmt.Errorf("migration %s: %w", m.name, err)
 	}
+	if code := migrationCode[m.version]; code != nil {
+		if err := code(ctx, tx); err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(m.version)); err != nil {
 		return fmt.Errorf("migration %s: %w", m.name, err)
 	}
@@ -462,6 +513,32 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, latest int) er
 		return fmt.Errorf("migration %s: %w", m.name, err)
 	}
 	return nil
+}
+
+// outsideTx starts a migration that cannot run in a transaction (VACUUM):
+// it runs on its own, then its version is recorded. It must be safe to
+// run twice, as a crash between the two runs it again.
+const outsideTx = "-- outside a transaction\n"
+
+func applyOutsideTx(ctx context.Context, db *sql.DB, m migration) error {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	if _, err := c.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(m.version)); err != nil {
+		return fmt.Errorf("migration %s: %w", m.name, err)
+	}
+	return nil
+}
+
+// migrationCode is what a migration does beyond its SQL, in the same
+// transaction: filling what its SQL made from the rows already there.
+var migrationCode = map[int]func(context.Context, *sql.Tx) error{
+	4: backfillRollups,
 }
 
 func userVersion(ctx context.Context, db *sql.DB) (int, error) {

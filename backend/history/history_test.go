@@ -262,12 +262,13 @@ func TestPrune(t *testing.T) {
 		t.Errorf("BreakerEvents() after Prune = %v, %v; want the half_open one", evs, err)
 	}
 
-	// Open prunes too.
+	// The writer prunes once Open has returned, too.
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	c.Set(t0.Add(2 * 24 * time.Hour))
 	s = openAt(t, path, Options{Now: c.Now, PruneEvery: -1})
+	<-s.startSwept
 	if n := count(t, s, "requests"); n != 0 {
 		t.Errorf("after Open 31 days after fresh, %d requests; want 0", n)
 	}

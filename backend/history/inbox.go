@@ -308,23 +308,27 @@ type refusedError struct {
 
 func (e *refusedError) Error() string { return e.id + ": " + e.err.Error() }
 
-// moveIn writes the oldest inbox records into requests and attempts and
-// deletes them from the inbox, in the transaction w is in, and returns how
-// many.
+// moveIn writes the oldest inbox records into requests and attempts, adds
+// them to the roll-ups and deletes them from the inbox, in the transaction
+// w is in, and returns how many.
 func moveIn(w *conn) (int, error) {
 	rows, err := w.query(selectInbox, int64(moveChunk))
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
+	r := rollups{}
 	for _, row := range rows {
 		id, _ := row[0].(string)
 		blob, _ := row[1].([]byte)
-		if err := moveOne(w, blob); err != nil {
+		if err := moveOne(w, blob, r); err != nil {
 			if storageError(err) && !errors.Is(err, errMalformed) {
 				return 0, err
 			}
 			return 0, &refusedError{id: id, err: err}
 		}
+	}
+	if err := r.write(w); err != nil {
+		return 0, err
 	}
 	last, _ := rows[len(rows)-1][0].(string)
 	if _, err := w.exec(deleteInbox, last); err != nil {
@@ -333,12 +337,14 @@ func moveIn(w *conn) (int, error) {
 	return len(rows), nil
 }
 
-// moveOne writes one inbox record's rows into requests and attempts.
-func moveOne(w *conn, blob []byte) error {
+// moveOne writes one inbox record's rows into requests and attempts, and
+// counts them in r, which the caller writes in the same transaction.
+func moveOne(w *conn, blob []byte, r rollups) error {
 	rows, err := decodeRecord(blob)
 	if err != nil {
 		return err
 	}
+	r.addRows(rows)
 	if _, err := w.exec(insertRequest, rows[0]...); err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +63,22 @@ const attemptColumns = `request_id, ord, candidate, outcome, error, http_status,
 // requests, one for all their attempts.
 func (s *Store) Requests(ctx context.Context, f Filter) ([]fleet.RequestRecord, error) {
 	s.settle(ctx)
+	q, args := listQuery(f)
+	recs, err := s.requests(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
+	if err := s.attachAttempts(ctx, recs); err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
+	return recs, nil
+}
+
+// listQuery is the query of Requests. Each filter has an index that ends
+// in the list's order (migration 0004), so that a page reads what it
+// shows, however little of the history a filter matches (query_test.go,
+// TestQueriesUseTheirIndexes).
+func listQuery(f Filter) (string, []any) {
 	var where []string
 	var args []any
 	if f.Before != "" {
@@ -100,16 +115,7 @@ func (s *Store) Requests(ctx context.Context, f Filter) ([]fleet.RequestRecord, 
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY started_at DESC, id DESC LIMIT ?"
-	args = append(args, limit)
-
-	recs, err := s.requests(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list requests: %w", err)
-	}
-	if err := s.attachAttempts(ctx, recs); err != nil {
-		return nil, fmt.Errorf("list requests: %w", err)
-	}
-	return recs, nil
+	return q, append(args, limit)
 }
 
 // Request returns the request with id and its attempts, or an error
@@ -230,35 +236,23 @@ type TTFTStats struct {
 
 // TTFTStats returns, per candidate, the TTFT percentiles of the successful
 // attempts that started at or after since. Percentiles are nearest-rank.
-// Candidates without such attempts are absent.
+// Candidates without such attempts are absent. It reads the roll-ups
+// (rollup.go).
 func (s *Store) TTFTStats(ctx context.Context, since time.Time) (map[string]TTFTStats, error) {
 	s.settle(ctx)
-	rows, err := s.db.QueryContext(ctx, `SELECT candidate, ttft_ms FROM attempts
-		WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at >= ?`, since.UnixMilli())
+	w, err := s.window(ctx, since.UnixMilli(), 0, true)
 	if err != nil {
 		return nil, fmt.Errorf("ttft stats: %w", err)
 	}
-	defer rows.Close()
-	byCandidate := map[string][]time.Duration{}
-	for rows.Next() {
-		var c string
-		var ttft int64
-		if err := rows.Scan(&c, &ttft); err != nil {
-			return nil, fmt.Errorf("ttft stats: %w", err)
-		}
-		byCandidate[c] = append(byCandidate[c], millis(ttft))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ttft stats: %w", err)
-	}
-	stats := make(map[string]TTFTStats, len(byCandidate))
-	for c, ds := range byCandidate {
-		slices.Sort(ds)
-		stats[c] = TTFTStats{
-			N:   len(ds),
-			P50: percentile(ds, 50),
-			P95: percentile(ds, 95),
-			P99: percentile(ds, 99),
+	stats := make(map[string]TTFTStats, len(w))
+	for c, u := range w {
+		if n := u.ttft.count(); n > 0 {
+			stats[c.candidate] = TTFTStats{
+				N:   int(n),
+				P50: millis(u.ttft.percentile(50, n)),
+				P95: millis(u.ttft.percentile(95, n)),
+				P99: millis(u.ttft.percentile(99, n)),
+			}
 		}
 	}
 	return stats, nil
@@ -305,47 +299,26 @@ type SeriesPoint struct {
 // started at or after since, per candidate and per bucket. Buckets are
 // aligned to multiples of bucket since the Unix epoch; points are ordered by
 // At, then Candidate; buckets without attempts are absent. bucket must be
-// at least a millisecond.
+// at least a millisecond. A bucket of whole minutes is read from the
+// roll-ups (rollup.go), any other from the attempts themselves.
 func (s *Store) TTFTSeries(ctx context.Context, since time.Time, bucket time.Duration) ([]SeriesPoint, error) {
 	width := bucket.Milliseconds()
 	if width <= 0 {
 		return nil, fmt.Errorf("ttft series: bucket %v is under a millisecond", bucket)
 	}
 	s.settle(ctx)
-	rows, err := s.db.QueryContext(ctx, `SELECT started_at - started_at % ?1 AS bucket, candidate, ttft_ms
-		FROM attempts WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at >= ?2
-		ORDER BY bucket, candidate`, width, since.UnixMilli())
+	w, err := s.window(ctx, since.UnixMilli(), width, true)
 	if err != nil {
 		return nil, fmt.Errorf("ttft series: %w", err)
 	}
-	defer rows.Close()
 	var points []SeriesPoint
-	var ds []time.Duration
-	flush := func() {
-		if len(ds) == 0 {
-			return
+	for _, c := range sortedCells(w) {
+		h := w[c].ttft
+		if n := h.count(); n > 0 {
+			points = append(points, SeriesPoint{At: fromMillis(c.at), Candidate: c.candidate,
+				P50: millis(h.percentile(50, n)), P95: millis(h.percentile(95, n)), N: int(n)})
 		}
-		slices.Sort(ds)
-		p := &points[len(points)-1]
-		p.N, p.P50, p.P95 = len(ds), percentile(ds, 50), percentile(ds, 95)
-		ds = ds[:0]
 	}
-	for rows.Next() {
-		var at, ttft int64
-		var c string
-		if err := rows.Scan(&at, &c, &ttft); err != nil {
-			return nil, fmt.Errorf("ttft series: %w", err)
-		}
-		if len(points) == 0 || points[len(points)-1].Candidate != c || !points[len(points)-1].At.Equal(fromMillis(at)) {
-			flush()
-			points = append(points, SeriesPoint{At: fromMillis(at), Candidate: c})
-		}
-		ds = append(ds, millis(ttft))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ttft series: %w", err)
-	}
-	flush()
 	return points, nil
 }
 
@@ -361,33 +334,32 @@ type RatePoint struct {
 
 // FailoverRate returns per bucket the requests that started at or after
 // since, how many were fallbacks and how many failed. Buckets are aligned as
-// in TTFTSeries, ordered by At; buckets without requests are absent.
+// in TTFTSeries, ordered by At; buckets without requests are absent. It
+// reads the roll-ups as TTFTSeries does.
 func (s *Store) FailoverRate(ctx context.Context, since time.Time, bucket time.Duration) ([]RatePoint, error) {
 	width := bucket.Milliseconds()
 	if width <= 0 {
 		return nil, fmt.Errorf("failover rate: bucket %v is under a millisecond", bucket)
 	}
 	s.settle(ctx)
-	rows, err := s.db.QueryContext(ctx, `SELECT started_at - started_at % ?1 AS bucket,
-		COUNT(*), SUM(is_fallback), SUM(status IN (?3, ?4))
-		FROM requests WHERE started_at >= ?2 GROUP BY bucket ORDER BY bucket`,
-		width, since.UnixMilli(), string(fleet.StatusFailed), string(fleet.StatusUpstreamErrorAfterCommit))
+	w, err := s.window(ctx, since.UnixMilli(), width, false)
 	if err != nil {
 		return nil, fmt.Errorf("failover rate: %w", err)
 	}
-	defer rows.Close()
 	var points []RatePoint
-	for rows.Next() {
-		var at int64
-		var p RatePoint
-		if err := rows.Scan(&at, &p.Requests, &p.Fallbacks, &p.Errors); err != nil {
-			return nil, fmt.Errorf("failover rate: %w", err)
+	for _, c := range sortedCells(w) {
+		u := w[c]
+		if u.requests == 0 {
+			continue
 		}
-		p.At = fromMillis(at)
-		points = append(points, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("failover rate: %w", err)
+		if len(points) > 0 && points[len(points)-1].At.Equal(fromMillis(c.at)) {
+			p := &points[len(points)-1]
+			p.Requests += int(u.requests)
+			p.Fallbacks += int(u.fallbacks)
+			p.Errors += int(u.errors)
+			continue
+		}
+		points = append(points, RatePoint{At: fromMillis(c.at), Requests: int(u.requests), Fallbacks: int(u.fallbacks), Errors: int(u.errors)})
 	}
 	return points, nil
 }

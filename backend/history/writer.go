@@ -2,8 +2,10 @@ package history
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
@@ -400,7 +402,8 @@ func (s *Store) RecordBreaker(ch fleet.BreakerChange) {
 }
 
 // run is the writer goroutine. It writes what a Record left queued and
-// breaker changes, moves the inbox, prunes every pruneEvery (if positive),
+// breaker changes, moves the inbox, prunes once at start and every
+// pruneEvery (if positive),
 // tries again while the file can't be written, and on Close writes what is
 // left and exits.
 func (s *Store) run(pruneEvery time.Duration) {
@@ -411,6 +414,12 @@ func (s *Store) run(pruneEvery time.Duration) {
 		defer t.Stop()
 		tick = t.C
 	}
+	// What expired while Switchyard was not running, now that Open has
+	// returned.
+	if _, err := s.sweep(context.Background(), s.quit); err != nil {
+		s.logf("history: %v", err)
+	}
+	close(s.startSwept)
 	for {
 		select {
 		case <-s.takeOver:
@@ -430,11 +439,9 @@ func (s *Store) run(pruneEvery time.Duration) {
 		case <-s.retry.C:
 			s.locked(s.retryWrites)
 		case <-tick:
-			s.locked(func() {
-				if _, err := s.prune(); err != nil {
-					s.logf("history: %v", err)
-				}
-			})
+			if _, err := s.sweep(context.Background(), s.quit); err != nil {
+				s.logf("history: %v", err)
+			}
 		case <-s.quit:
 			s.locked(s.shutdown)
 			return
@@ -503,54 +510,172 @@ func (s *Store) shutdown() {
 	}
 }
 
+// Sweeping (docs/DESIGN.md, "History"): a sweep deletes sweepBatch rows a
+// transaction and gives the writer's lock back between two, so that a
+// Record or a query that needs the lock waits for one batch at most, never
+// for the whole sweep; then it gives the freed pages back to the file
+// system (incremental_vacuum, vacuumStep pages at a time, the same way) and
+// checkpoints, truncating the WAL to walLimit.
+const (
+	sweepBatch = 128
+	vacuumStep = 256 // pages: 1 MiB at SQLite's 4 KiB
+	walLimit   = 64 << 20
+)
+
+const (
+	sweepRequests = `DELETE FROM requests WHERE id IN
+	(SELECT id FROM requests WHERE started_at < ?1 ORDER BY started_at LIMIT ?2)`
+	sweepBreakers = `DELETE FROM breaker_events WHERE id IN
+	(SELECT id FROM breaker_events WHERE at < ?1 ORDER BY at LIMIT ?2)`
+	sweepRollups = `DELETE FROM rollups WHERE (width, at, candidate) IN
+	(SELECT width, at, candidate FROM rollups WHERE width = ?3 AND at <= ?1 - ?3 LIMIT ?2)`
+)
+
 // Prune deletes the requests (their attempts go with them) and breaker
-// events that started more than Retention before Now, in one transaction,
-// and reports how many requests and breaker events it deleted. The writer
-// calls it at Open and every PruneEvery; calling it directly is safe too.
+// events that started more than Retention before Now (to the minute), a
+// small batch at a time, and reports how many requests and breaker events
+// it deleted. Records still in the inbox wait for the next one. The
+// writer does it after Open and every PruneEvery; calling it directly is
+// safe too.
 func (s *Store) Prune(ctx context.Context) (int64, error) {
-	select {
-	case s.wlock <- struct{}{}:
-	case <-ctx.Done():
-		return 0, context.Cause(ctx)
-	}
-	defer func() { <-s.wlock }()
-	if s.w == nil {
-		return 0, ErrClosed
-	}
-	return s.prune()
+	return s.sweep(ctx, nil)
 }
 
-// prune is Prune, writer lock held. It moves the inbox first, so that
-// what waits there is pruned too.
-func (s *Store) prune() (int64, error) {
-	if err := s.moveAll(); err != nil {
-		return 0, fmt.Errorf("prune history: %w", err)
+// sweep is Prune; it stops between two batches when quit closes (Close),
+// and the next sweep finishes it.
+func (s *Store) sweep(ctx context.Context, quit <-chan struct{}) (int64, error) {
+	var total int64
+	// step runs f holding the writer's lock, after writing what is queued
+	// (the writer goroutine, busy sweeping, does not meanwhile).
+	step := func(deletes bool, f func() (int64, error)) (n int64, stop bool, err error) {
+		select {
+		case s.wlock <- struct{}{}:
+		case <-ctx.Done():
+			return 0, true, context.Cause(ctx)
+		case <-quit:
+			return 0, true, nil
+		}
+		defer func() {
+			<-s.wlock
+			if s.swept != nil && deletes && err == nil && !stop {
+				s.swept(n)
+			}
+		}()
+		if s.w == nil {
+			return 0, true, ErrClosed
+		}
+		s.commitQueued()
+		n, err = f()
+		return n, false, err
 	}
 	if s.retention < 0 {
 		return 0, nil
 	}
 	cutoff := s.now().Add(-s.retention).UnixMilli()
+	cutoff -= cutoff % minuteMs // the roll-ups count whole minutes
+	// Most sweeps find nothing to do: they say so without the lock.
+	var expired bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM requests WHERE started_at < ?1)
+		OR EXISTS (SELECT 1 FROM breaker_events WHERE at < ?1)`, cutoff).Scan(&expired); err != nil || !expired {
+		return 0, wrapPrune(err)
+	}
+	type batch struct {
+		q    string
+		args []driver.Value
+	}
+	for _, b := range []batch{
+		{sweepRequests, nil},
+		{sweepBreakers, nil},
+		{sweepRollups, []driver.Value{rollupWidths[0]}},
+		{sweepRollups, []driver.Value{rollupWidths[1]}},
+	} {
+		args := append([]driver.Value{cutoff, int64(s.sweepBatch)}, b.args...)
+		for {
+			n, stop, err := step(true, func() (int64, error) { return s.inTx(b.q, args...) })
+			if err != nil {
+				return total, wrapPrune(err)
+			}
+			if b.q != sweepRollups {
+				total += n
+			}
+			if stop {
+				return total, nil
+			}
+			if n < int64(s.sweepBatch) {
+				break
+			}
+		}
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	for {
+		n, stop, err := step(false, s.vacuumStep)
+		if err != nil {
+			return total, wrapPrune(err)
+		}
+		if stop || n == 0 {
+			break
+		}
+	}
+	_, _, err := step(false, func() (int64, error) {
+		s.sinceCheckpoint = 0
+		_, err := s.w.query("PRAGMA wal_checkpoint(TRUNCATE)")
+		return 0, err
+	})
+	return total, wrapPrune(err)
+}
+
+func wrapPrune(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("prune history: %w", err)
+}
+
+// inTx runs q with args in a transaction of its own and reports how many
+// rows it changed. Writer lock only.
+func (s *Store) inTx(q string, args ...driver.Value) (int64, error) {
 	w := s.w
 	if err := w.begin(); err != nil {
-		return 0, fmt.Errorf("prune history: %w", err)
+		return 0, err
 	}
-	var total int64
-	for _, q := range []string{
-		"DELETE FROM requests WHERE started_at < ?",
-		"DELETE FROM breaker_events WHERE at < ?",
-	} {
-		n, err := w.exec(q, cutoff)
-		if err != nil {
-			w.rollback()
-			return 0, fmt.Errorf("prune history: %w", err)
-		}
-		total += n
+	n, err := w.exec(q, args...)
+	if err != nil {
+		w.rollback()
+		return 0, err
 	}
 	if err := w.commit(); err != nil {
 		w.rollback()
-		return 0, fmt.Errorf("prune history: %w", err)
+		return 0, err
 	}
-	return total, nil
+	s.sinceCheckpoint += int(n)
+	return n, nil
+}
+
+// vacuumStep gives up to vacuumStep free pages back to the file system and
+// reports how many it gave back. Writer lock only.
+func (s *Store) vacuumStep() (int64, error) {
+	before, err := s.freePages()
+	if err != nil || before == 0 {
+		return 0, err
+	}
+	if _, err := s.w.query("PRAGMA incremental_vacuum(" + strconv.Itoa(vacuumStep) + ")"); err != nil {
+		return 0, err
+	}
+	after, err := s.freePages()
+	s.sinceCheckpoint += int(before - after)
+	return before - after, err
+}
+
+// freePages is how many pages of the file are free. Writer lock only.
+func (s *Store) freePages() (int64, error) {
+	rows, err := s.w.query("PRAGMA freelist_count")
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	n, _ := rows[0][0].(int64)
+	return n, nil
 }
 
 // settle commits what waits in the journal and moves what waits in the

@@ -1,0 +1,455 @@
+package history
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+)
+
+// Roll-ups (docs/DESIGN.md, "History"). The charts ask for TTFT
+// percentiles and request counts per bucket over a window; reading the
+// window's rows made that linear in the requests in it (half a second for
+// a week at 1M requests). The rollups table keeps, per minute and per
+// hour and per candidate, the request counts and every TTFT (as value and
+// count, so percentiles stay exact), written in the transaction that
+// writes the rows they count (moveIn, Import). A query reads whole hours
+// from the hour rows, whole minutes before the first hour from the minute
+// rows, and the rows themselves only for the part of a minute the window
+// starts in: its cost grows with the window's hours and the candidates,
+// not with the requests. A bucket that is not a whole number of minutes
+// is read from the rows, as before.
+
+const (
+	minuteMs = int64(60_000)
+	hourMs   = int64(3_600_000)
+)
+
+// rollupWidths are the widths kept, narrowest first.
+var rollupWidths = [...]int64{minuteMs, hourMs}
+
+type rollupKey struct {
+	width, at int64
+	candidate string
+}
+
+// rollup is what one roll-up row counts, or the sum of several.
+type rollup struct {
+	requests, fallbacks, errors int64
+	ttft                        hist
+}
+
+// hist is a multiset of TTFTs in milliseconds: each value once, with how
+// many times it was seen, ascending.
+type hist []histBin
+
+type histBin struct{ v, n int64 }
+
+// add counts v once more.
+func (h hist) add(v, n int64) hist {
+	i, found := slices.BinarySearchFunc(h, v, func(b histBin, v int64) int { return cmp.Compare(b.v, v) })
+	if found {
+		h[i].n += n
+		return h
+	}
+	return slices.Insert(h, i, histBin{v, n})
+}
+
+// merge returns the union of h and o.
+func (h hist) merge(o hist) hist {
+	if len(h) == 0 {
+		return slices.Clone(o)
+	}
+	out := make(hist, 0, len(h)+len(o))
+	i, j := 0, 0
+	for i < len(h) && j < len(o) {
+		switch {
+		case h[i].v < o[j].v:
+			out = append(out, h[i])
+			i++
+		case h[i].v > o[j].v:
+			out = append(out, o[j])
+			j++
+		default:
+			out = append(out, histBin{h[i].v, h[i].n + o[j].n})
+			i, j = i+1, j+1
+		}
+	}
+	out = append(out, h[i:]...)
+	return append(out, o[j:]...)
+}
+
+func (h hist) count() int64 {
+	var n int64
+	for _, b := range h {
+		n += b.n
+	}
+	return n
+}
+
+// percentile is the nearest-rank p-th percentile of h, which must not be
+// empty: the one percentile does on the sorted values.
+func (h hist) percentile(p float64, count int64) int64 {
+	rank := int64(math.Ceil(p * float64(count) / 100))
+	rank = min(max(rank, 1), count)
+	var seen int64
+	for _, b := range h {
+		seen += b.n
+		if seen >= rank {
+			return b.v
+		}
+	}
+	return h[len(h)-1].v
+}
+
+// encode is h as the ttft column keeps it: uvarint pairs of the value's
+// distance from the previous one (from 0 for the first) and its count.
+// TTFTs are never negative.
+func (h hist) encode() []byte {
+	b := make([]byte, 0, 3*len(h))
+	var prev int64
+	for _, bin := range h {
+		b = binary.AppendUvarint(b, uint64(bin.v-prev))
+		b = binary.AppendUvarint(b, uint64(bin.n))
+		prev = bin.v
+	}
+	return b
+}
+
+var errBadRollup = errors.New("malformed roll-up")
+
+func decodeHist(b []byte, into hist) (hist, error) {
+	var prev int64
+	for len(b) > 0 {
+		d, n := binary.Uvarint(b)
+		if n <= 0 {
+			return into, errBadRollup
+		}
+		b = b[n:]
+		c, n := binary.Uvarint(b)
+		if n <= 0 {
+			return into, errBadRollup
+		}
+		b = b[n:]
+		prev += int64(d)
+		into = append(into, histBin{prev, int64(c)})
+	}
+	return into, nil
+}
+
+// rollups is what the rows one transaction writes add to the roll-ups.
+type rollups map[rollupKey]*rollup
+
+func (r rollups) at(width, t int64, candidate string) *rollup {
+	k := rollupKey{width, t - t%width, candidate}
+	u := r[k]
+	if u == nil {
+		u = &rollup{}
+		r[k] = u
+	}
+	return u
+}
+
+// addRequest counts a request that started at started, served by
+// candidate ("" for none).
+func (r rollups) addRequest(started int64, candidate string, fallback bool, status string) {
+	for _, w := range rollupWidths {
+		u := r.at(w, started, candidate)
+		u.requests++
+		if fallback {
+			u.fallbacks++
+		}
+		if failed(status) {
+			u.errors++
+		}
+	}
+}
+
+// addTTFT counts a successful attempt of candidate that started at
+// started.
+func (r rollups) addTTFT(started int64, candidate string, ttft int64) {
+	for _, w := range rollupWidths {
+		u := r.at(w, started, candidate)
+		u.ttft = u.ttft.add(ttft, 1)
+	}
+}
+
+// failed says whether a request status counts as an error in the charts.
+func failed(status string) bool {
+	return status == string(fleet.StatusFailed) || status == string(fleet.StatusUpstreamErrorAfterCommit)
+}
+
+// addRows counts one record's rows, as decodeRecord returns them.
+func (r rollups) addRows(rows [][]driver.Value) {
+	req := rows[0]
+	started, _ := req[1].(int64)
+	served, _ := req[6].(string)
+	fallback, _ := req[8].(int64)
+	status, _ := req[9].(string)
+	r.addRequest(started, served, fallback == 1, status)
+	for _, a := range rows[1:] {
+		outcome, _ := a[3].(string)
+		start, ok := a[6].(int64)
+		ttft, ok2 := a[8].(int64)
+		if outcome != string(fleet.OutcomeSuccess) || !ok || !ok2 {
+			continue
+		}
+		c, _ := a[2].(string)
+		r.addTTFT(start, c, ttft)
+	}
+}
+
+const (
+	selectRollup = `SELECT requests, fallbacks, errors, ttft FROM rollups WHERE width = ? AND at = ? AND candidate = ?`
+	upsertRollup = `INSERT OR REPLACE INTO rollups (width, at, candidate, requests, fallbacks, errors, ttft)
+VALUES (?, ?, ?, ?, ?, ?, ?)`
+)
+
+// write adds r to the rollups table through w, in the transaction w is in.
+func (r rollups) write(w *conn) error {
+	for k, d := range r {
+		rows, err := w.query(selectRollup, k.width, k.at, k.candidate)
+		if err != nil {
+			return fmt.Errorf("roll-ups: %w", err)
+		}
+		if len(rows) == 1 {
+			old, err := decodeHist(asBytes(rows[0][3]), nil)
+			if err != nil {
+				return err
+			}
+			d.ttft = old.merge(d.ttft)
+			d.requests += rows[0][0].(int64)
+			d.fallbacks += rows[0][1].(int64)
+			d.errors += rows[0][2].(int64)
+		}
+		if _, err := w.exec(upsertRollup, k.width, k.at, k.candidate, d.requests, d.fallbacks, d.errors, d.ttft.encode()); err != nil {
+			return fmt.Errorf("roll-ups: %w", err)
+		}
+	}
+	return nil
+}
+
+func asBytes(v driver.Value) []byte {
+	switch b := v.(type) {
+	case []byte:
+		return b
+	case string:
+		return []byte(b)
+	}
+	return nil
+}
+
+// backfillRollups is migration 4's code: the roll-ups of the rows already
+// there.
+func backfillRollups(ctx context.Context, tx *sql.Tx) error {
+	r := rollups{}
+	rows, err := tx.QueryContext(ctx, `SELECT started_at, served_candidate, is_fallback, status FROM requests`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var started int64
+		var served sql.Null[string]
+		var fallback bool
+		var status string
+		if err := rows.Scan(&started, &served, &fallback, &status); err != nil {
+			rows.Close()
+			return err
+		}
+		r.addRequest(started, served.V, fallback, status)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	rows, err = tx.QueryContext(ctx, `SELECT started_at, candidate, ttft_ms FROM attempts
+		WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at IS NOT NULL`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var started, ttft int64
+		var c string
+		if err := rows.Scan(&started, &c, &ttft); err != nil {
+			rows.Close()
+			return err
+		}
+		r.addTTFT(started, c, ttft)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for k, u := range r {
+		if _, err := tx.ExecContext(ctx, upsertRollup, k.width, k.at, k.candidate, u.requests, u.fallbacks, u.errors, u.ttft.encode()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cell is one bucket of one candidate in a query's answer.
+type cell struct {
+	at        int64
+	candidate string
+}
+
+// window sums what the charts count over the window that starts at since,
+// per bucket of width milliseconds (aligned as SQL's
+// started_at - started_at % width) and per candidate; width 0 is one
+// bucket, at 0. ttft says whether TTFTs are wanted, or only counts.
+func (s *Store) window(ctx context.Context, since, width int64, ttft bool) (map[cell]*rollup, error) {
+	bucket := func(t int64) int64 {
+		if width == 0 {
+			return 0
+		}
+		return t - t%width
+	}
+	out := map[cell]*rollup{}
+	get := func(t int64, c string) *rollup {
+		k := cell{bucket(t), c}
+		u := out[k]
+		if u == nil {
+			u = &rollup{}
+			out[k] = u
+		}
+		return u
+	}
+	// Whole hours from the hour rows, whole minutes before them from the
+	// minute rows, the rest from the rows: the widest a bucket holds.
+	rawEnd, minuteEnd := int64(math.MaxInt64), int64(math.MaxInt64)
+	switch {
+	case since < 0:
+	case width == 0 || width%hourMs == 0:
+		rawEnd, minuteEnd = ceilTo(since, minuteMs), ceilTo(since, hourMs)
+	case width%minuteMs == 0:
+		rawEnd = ceilTo(since, minuteMs)
+	}
+	if err := s.rawWindow(ctx, since, rawEnd, ttft, get); err != nil {
+		return nil, err
+	}
+	if rawEnd == math.MaxInt64 {
+		return out, nil
+	}
+	if err := s.rollupWindow(ctx, minuteMs, rawEnd, minuteEnd, ttft, get); err != nil {
+		return nil, err
+	}
+	if minuteEnd == math.MaxInt64 {
+		return out, nil
+	}
+	return out, s.rollupWindow(ctx, hourMs, minuteEnd, math.MaxInt64, ttft, get)
+}
+
+func ceilTo(t, w int64) int64 {
+	if r := t % w; r != 0 {
+		return t - r + w
+	}
+	return t
+}
+
+// rawWindow counts the rows that started in [from, to).
+func (s *Store) rawWindow(ctx context.Context, from, to int64, ttft bool, get func(int64, string) *rollup) error {
+	if from >= to {
+		return nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT started_at, served_candidate, is_fallback, status
+		FROM requests WHERE started_at >= ? AND started_at < ?`, from, to)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var at int64
+		var c sql.Null[string]
+		var fallback bool
+		var status string
+		if err := rows.Scan(&at, &c, &fallback, &status); err != nil {
+			rows.Close()
+			return err
+		}
+		u := get(at, c.V)
+		u.requests++
+		if fallback {
+			u.fallbacks++
+		}
+		if failed(status) {
+			u.errors++
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil || !ttft {
+		return err
+	}
+	rows, err = s.db.QueryContext(ctx, `SELECT started_at, candidate, ttft_ms FROM attempts
+		WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at >= ? AND started_at < ?`, from, to)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var at, v int64
+		var c string
+		if err := rows.Scan(&at, &c, &v); err != nil {
+			rows.Close()
+			return err
+		}
+		u := get(at, c)
+		u.ttft = u.ttft.add(v, 1)
+	}
+	return errors.Join(rows.Err(), rows.Close())
+}
+
+// rollupWindow adds the roll-ups of width that start in [from, to).
+func (s *Store) rollupWindow(ctx context.Context, width, from, to int64, ttft bool, get func(int64, string) *rollup) error {
+	if from >= to {
+		return nil
+	}
+	col := "x''"
+	if ttft {
+		col = "ttft"
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT at, candidate, requests, fallbacks, errors, `+col+`
+		FROM rollups WHERE width = ? AND at >= ? AND at < ?`, width, from, to)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var h hist
+	for rows.Next() {
+		var at, n, f, e int64
+		var c string
+		var b sql.RawBytes
+		if err := rows.Scan(&at, &c, &n, &f, &e, &b); err != nil {
+			return err
+		}
+		u := get(at, c)
+		u.requests += n
+		u.fallbacks += f
+		u.errors += e
+		if len(b) > 0 {
+			if h, err = decodeHist(b, h[:0]); err != nil {
+				return err
+			}
+			u.ttft = u.ttft.merge(h)
+		}
+	}
+	return rows.Err()
+}
+
+// sortedCells returns the cells of w in order of at, then candidate.
+func sortedCells(w map[cell]*rollup) []cell {
+	cells := make([]cell, 0, len(w))
+	for c := range w {
+		cells = append(cells, c)
+	}
+	sort.Slice(cells, func(i, j int) bool {
+		if cells[i].at != cells[j].at {
+			return cells[i].at < cells[j].at
+		}
+		return cells[i].candidate < cells[j].candidate
+	})
+	return cells
+}
