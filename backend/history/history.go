@@ -248,8 +248,11 @@ func open(path string, o Options) (*Store, error) {
 		return nil, err
 	}
 	// The writer's connection never checkpoints in a commit: the writer
-	// goroutine does, after a move (see Store.checkpoint).
-	w, err := openConn(db.Driver(), dsn(path, "wal_autocheckpoint(0)"))
+	// goroutine does, after a move (see Store.checkpoint). Its page cache
+	// is 8 MiB (SQLite's default is 2): a sweep's deletes touch every
+	// index of requests and attempts, and each page missing from the
+	// cache is a read while the writer's lock is held.
+	w, err := openConn(db.Driver(), dsn(path, "wal_autocheckpoint(0)", "cache_size(-8192)"))
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -331,19 +331,35 @@ func (s *Store) window(ctx context.Context, since, width int64, ttft bool) (map[
 	case width%minuteMs == 0:
 		rawEnd = ceilTo(since, minuteMs)
 	}
-	if err := s.rawWindow(ctx, since, rawEnd, ttft, get); err != nil {
+	// Each cell's TTFTs are gathered unsorted, and sorted once.
+	err := s.rawWindow(ctx, since, rawEnd, ttft, get)
+	if err == nil && rawEnd != math.MaxInt64 {
+		err = s.rollupWindow(ctx, minuteMs, rawEnd, minuteEnd, ttft, get)
+	}
+	if err == nil && minuteEnd != math.MaxInt64 {
+		err = s.rollupWindow(ctx, hourMs, minuteEnd, math.MaxInt64, ttft, get)
+	}
+	if err != nil {
 		return nil, err
 	}
-	if rawEnd == math.MaxInt64 {
-		return out, nil
+	for _, u := range out {
+		u.ttft = u.ttft.compact()
 	}
-	if err := s.rollupWindow(ctx, minuteMs, rawEnd, minuteEnd, ttft, get); err != nil {
-		return nil, err
+	return out, nil
+}
+
+// compact sorts h by value and sums the counts of equal values.
+func (h hist) compact() hist {
+	slices.SortFunc(h, func(a, b histBin) int { return cmp.Compare(a.v, b.v) })
+	out := h[:0]
+	for _, b := range h {
+		if len(out) > 0 && out[len(out)-1].v == b.v {
+			out[len(out)-1].n += b.n
+			continue
+		}
+		out = append(out, b)
 	}
-	if minuteEnd == math.MaxInt64 {
-		return out, nil
-	}
-	return out, s.rollupWindow(ctx, hourMs, minuteEnd, math.MaxInt64, ttft, get)
+	return out
 }
 
 func ceilTo(t, w int64) int64 {
@@ -397,7 +413,7 @@ func (s *Store) rawWindow(ctx context.Context, from, to int64, ttft bool, get fu
 			return err
 		}
 		u := get(at, c)
-		u.ttft = u.ttft.add(v, 1)
+		u.ttft = append(u.ttft, histBin{v, 1})
 	}
 	return errors.Join(rows.Err(), rows.Close())
 }
@@ -417,7 +433,6 @@ func (s *Store) rollupWindow(ctx context.Context, width, from, to int64, ttft bo
 		return err
 	}
 	defer rows.Close()
-	var h hist
 	for rows.Next() {
 		var at, n, f, e int64
 		var c string
@@ -430,10 +445,9 @@ func (s *Store) rollupWindow(ctx context.Context, width, from, to int64, ttft bo
 		u.fallbacks += f
 		u.errors += e
 		if len(b) > 0 {
-			if h, err = decodeHist(b, h[:0]); err != nil {
+			if u.ttft, err = decodeHist(b, u.ttft); err != nil {
 				return err
 			}
-			u.ttft = u.ttft.merge(h)
 		}
 	}
 	return rows.Err()

@@ -510,16 +510,19 @@ func (s *Store) shutdown() {
 	}
 }
 
-// Sweeping (docs/DESIGN.md, "History"): a sweep deletes sweepBatch rows a
+// Sweeping (docs/DESIGN.md, "Retention"): a sweep deletes sweepBatch rows a
 // transaction and gives the writer's lock back between two, so that a
 // Record or a query that needs the lock waits for one batch at most, never
 // for the whole sweep; then it gives the freed pages back to the file
-// system (incremental_vacuum, vacuumStep pages at a time, the same way) and
-// checkpoints, truncating the WAL to walLimit.
+// system (incremental_vacuum, vacuumStep pages at a time, the same way).
+// It checkpoints every sweepCheckpointAt rows or pages, a step of its own,
+// so that the WAL stays short; when the WAL starts over SQLite cuts its
+// file back to walLimit (journal_size_limit).
 const (
-	sweepBatch = 128
-	vacuumStep = 256 // pages: 1 MiB at SQLite's 4 KiB
-	walLimit   = 64 << 20
+	sweepBatch        = 64
+	sweepCheckpointAt = 256 // rows deleted (or pages given back) between two checkpoints
+	vacuumStep        = 32  // pages: 128 KiB at SQLite's 4 KiB
+	walLimit          = 64 << 20
 )
 
 const (
@@ -547,24 +550,42 @@ func (s *Store) sweep(ctx context.Context, quit <-chan struct{}) (int64, error) 
 	var total int64
 	// step runs f holding the writer's lock, after writing what is queued
 	// (the writer goroutine, busy sweeping, does not meanwhile).
-	step := func(deletes bool, f func() (int64, error)) (n int64, stop bool, err error) {
+	lock := func() (stop bool, err error) {
 		select {
 		case s.wlock <- struct{}{}:
 		case <-ctx.Done():
-			return 0, true, context.Cause(ctx)
+			return true, context.Cause(ctx)
 		case <-quit:
-			return 0, true, nil
+			return true, nil
+		}
+		if s.w == nil {
+			<-s.wlock
+			return true, ErrClosed
+		}
+		s.commitQueued()
+		return false, nil
+	}
+	step := func(deletes bool, f func() (int64, error)) (n int64, stop bool, err error) {
+		if stop, err := lock(); stop {
+			return 0, true, err
+		}
+		if s.sinceCheckpoint >= sweepCheckpointAt {
+			// A checkpoint is a step of its own, and comes often: the
+			// WAL stays short, and with it each checkpoint and every
+			// reader's lookups.
+			s.sinceCheckpoint = checkpointAt
+			s.checkpoint()
+			<-s.wlock
+			if stop, err := lock(); stop {
+				return 0, true, err
+			}
 		}
 		defer func() {
 			<-s.wlock
-			if s.swept != nil && deletes && err == nil && !stop {
+			if s.swept != nil && deletes && err == nil {
 				s.swept(n)
 			}
 		}()
-		if s.w == nil {
-			return 0, true, ErrClosed
-		}
-		s.commitQueued()
 		n, err = f()
 		return n, false, err
 	}
@@ -619,9 +640,9 @@ func (s *Store) sweep(ctx context.Context, quit <-chan struct{}) (int64, error) 
 		}
 	}
 	_, _, err := step(false, func() (int64, error) {
-		s.sinceCheckpoint = 0
-		_, err := s.w.query("PRAGMA wal_checkpoint(TRUNCATE)")
-		return 0, err
+		s.sinceCheckpoint = checkpointAt
+		s.checkpoint()
+		return 0, nil
 	})
 	return total, wrapPrune(err)
 }
