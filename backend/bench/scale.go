@@ -82,6 +82,12 @@ func (b *bencher) historyScale(ctx context.Context) error {
 		b.o.Logf("history at scale: %d requests...", n)
 		row, err := b.scaleRow(ctx, n)
 		if err != nil {
+			if ctx.Err() != nil && row.FillS > 0 {
+				// What the budget left time for: the zero figures are
+				// not measured.
+				b.rep.Scale = append(b.rep.Scale, row)
+				b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("history at scale, %d requests: the run's budget ended before every figure was measured; the zero ones were not", n))
+			}
 			return fmt.Errorf("%d requests: %w", n, err)
 		}
 		b.rep.Scale = append(b.rep.Scale, row)

@@ -45,6 +45,8 @@ type rollupKey struct {
 type rollup struct {
 	requests, fallbacks, errors int64
 	ttft                        hist
+	// runs are sorted hists that window has yet to merge into ttft.
+	runs []hist
 }
 
 // hist is a multiset of TTFTs in milliseconds: each value once, with how
@@ -331,7 +333,8 @@ func (s *Store) window(ctx context.Context, since, width int64, ttft bool) (map[
 	case width%minuteMs == 0:
 		rawEnd = ceilTo(since, minuteMs)
 	}
-	// Each cell's TTFTs are gathered unsorted, and sorted once.
+	// Each cell's TTFTs are gathered as sorted runs (a roll-up row's; the
+	// rows', sorted), merged once.
 	err := s.rawWindow(ctx, since, rawEnd, ttft, get)
 	if err == nil && rawEnd != math.MaxInt64 {
 		err = s.rollupWindow(ctx, minuteMs, rawEnd, minuteEnd, ttft, get)
@@ -343,9 +346,33 @@ func (s *Store) window(ctx context.Context, since, width int64, ttft bool) (map[
 		return nil, err
 	}
 	for _, u := range out {
-		u.ttft = u.ttft.compact()
+		if len(u.ttft) > 0 {
+			u.runs = append(u.runs, u.ttft.compact())
+		}
+		u.ttft = mergeRuns(u.runs)
+		u.runs = nil
 	}
 	return out, nil
+}
+
+// mergeRuns merges sorted hists pairwise, a round at a time: the values
+// of k runs are each copied about log2(k) times.
+func mergeRuns(runs []hist) hist {
+	for len(runs) > 1 {
+		next := runs[:0]
+		for i := 0; i < len(runs); i += 2 {
+			if i+1 == len(runs) {
+				next = append(next, runs[i])
+				break
+			}
+			next = append(next, runs[i].merge(runs[i+1]))
+		}
+		runs = next
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	return runs[0]
 }
 
 // compact sorts h by value and sums the counts of equal values.
@@ -445,9 +472,11 @@ func (s *Store) rollupWindow(ctx context.Context, width, from, to int64, ttft bo
 		u.fallbacks += f
 		u.errors += e
 		if len(b) > 0 {
-			if u.ttft, err = decodeHist(b, u.ttft); err != nil {
+			h, err := decodeHist(b, make(hist, 0, len(b)/2))
+			if err != nil {
 				return err
 			}
+			u.runs = append(u.runs, h)
 		}
 	}
 	return rows.Err()
