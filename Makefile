@@ -51,7 +51,7 @@ GO_SRC := $(shell find . -path ./frontend -prune -o -path ./e2e -prune -o -path 
 UI_SRC := $(shell find frontend/src frontend/public -type f 2>/dev/null) $(wildcard frontend/index.html frontend/vite.config.* frontend/tsconfig*.json frontend/package.json)
 UI := frontend/dist/index.html
 
-.PHONY: run serve test test-go test-frontend test-node test-browser test-window build build-desktop frontend deps-desktop deps-test deps-cgo check-hosts node-deps clean bench experiment team-figures
+.PHONY: run serve test test-go test-frontend test-node test-browser test-window build build-desktop frontend deps-desktop deps-test deps-cgo check-hosts node-deps clean bench bench-history experiment team-figures
 
 # run: the desktop app when there is a display, else `switchyard serve`.
 # `make run ADDR=127.0.0.1:9000` (or `make serve ADDR=...`) serves on
@@ -208,7 +208,14 @@ experiment: build
 # on loopback (a few minutes); regenerates docs/BENCHMARKS.md and the CPU
 # and allocation profiles it summarises, in build/bench/.
 bench: build
-	./$(BIN) bench --markdown docs/BENCHMARKS.md --profile build/bench
+	./$(BIN) bench --markdown docs/BENCHMARKS.md --profile build/bench --history-from docs/BENCHMARKS-history.json
+
+# bench-history: the history-scale section alone at 10M requests (about
+# ten minutes on 2 cores, 4 GB of temporary disk), into
+# docs/BENCHMARKS-history.json, whose row make bench adds to the 100k and
+# 1M it measures itself (docs/BENCHMARKS.md, "History at scale").
+bench-history: build
+	./$(BIN) bench --only history-scale --history-sizes 10000000 --budget 40m --json docs/BENCHMARKS-history.json
 
 # team-figures: three Switchyards sharing a private PostgreSQL against the
 # same three alone (a few minutes); regenerates docs/BENCHMARKS-TEAMS.md.

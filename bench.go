@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"os"
 	"os/signal"
@@ -28,6 +31,7 @@ same run. make bench regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
 	only := fl.String("only", "", "run only these `SECTIONS`, comma-separated: "+strings.Join(bench.Sections(), ", "))
 	scale := fl.String("history-sizes", "", "fill and measure histories of these `SIZES` (requests, comma-separated) in the history-scale section, instead of the run's own (100000,1000000)")
 	budget := fl.Duration("budget", 0, "bound the whole run by `DURATION` instead of the preset's (12m; a 10M-request history takes about 10m on 2 cores)")
+	scaleFrom := fl.String("history-from", "", "add the history-scale rows of an earlier run's JSON `FILE` (make bench-history's) for the sizes this run does not measure; a missing file is skipped")
 	profileDir := fl.String("profile", "", "also profile the Switchyard path at concurrency 1, streamed and not: CPU and allocation profiles and their summary (summary.txt) in `DIR`, which the markdown includes")
 	if exit, ok := fl.parse(args); !ok {
 		return exit
@@ -70,6 +74,21 @@ same run. make bench regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "switchyard bench: %v\n", err)
 		return exitError
+	}
+	if *scaleFrom != "" {
+		var earlier bench.Report
+		switch b, err := os.ReadFile(*scaleFrom); {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			fmt.Fprintf(stderr, "switchyard bench: %v\n", err)
+			return exitError
+		default:
+			if err := json.Unmarshal(b, &earlier); err != nil {
+				fmt.Fprintf(stderr, "switchyard bench: %s: %v\n", *scaleFrom, err)
+				return exitError
+			}
+			rep.AddScaleFrom(&earlier, "make bench-history")
+		}
 	}
 	if err := rep.WriteTable(stdout); err != nil {
 		fmt.Fprintf(stderr, "switchyard bench: %v\n", err)

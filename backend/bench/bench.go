@@ -98,8 +98,9 @@ func Quick() Sizes {
 	}
 }
 
-// Full is the default run: two to three minutes on 2 cores, longer on a
-// machine busy with other work.
+// Full is the default run: four to five minutes on 2 cores (a minute of
+// it filling a history of 1M requests), longer on a machine busy with
+// other work.
 func Full() Sizes {
 	return Sizes{
 		Budget:      12 * time.Minute,

@@ -3,11 +3,14 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTinyRun runs every section, the profile too, with a few requests
@@ -186,6 +189,16 @@ func TestTinyRun(t *testing.T) {
 		}
 	}
 
+	if len(rep.Scale) != 1 || rep.Scale[0].Requests != Tiny().HistoryScale[0] {
+		t.Errorf("history at scale: %+v; want one row of %d requests", rep.Scale, Tiny().HistoryScale[0])
+	} else {
+		r := rep.Scale[0]
+		positive("history at scale", r.FillS, float64(r.FileBytes), r.StartCold, r.StartWarm, r.FirstPage, r.PageN, r.Detail,
+			r.Stats24h, r.Stats7d, r.NothingAll, r.Nothing7d, r.Fallback7d, r.SweepDay, r.SweepWeek, r.StartPrune, float64(r.ClosedFileBytes))
+		if want := int(1.1 * float64(r.Requests)); r.Attempts < want {
+			t.Errorf("history at scale: %d attempts for %d requests; want failovers, at least %d", r.Attempts, r.Requests, want)
+		}
+	}
 	if len(rep.Figures) == 0 {
 		t.Error("no figures")
 	}
@@ -197,7 +210,7 @@ func TestTinyRun(t *testing.T) {
 	if _, err := json.Marshal(rep); err != nil {
 		t.Errorf("json.Marshal(report) = %v", err)
 	}
-	for _, want := range []string{"# Benchmarks", "| figure | value | ratio | goal | met |", "go test", "nproc", "## Where the time goes", "non-stream"} {
+	for _, want := range []string{"# Benchmarks", "| figure | value | ratio | goal | met |", "go test", "nproc", "## Where the time goes", "non-stream", "History at scale"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q", want)
 		}
@@ -215,5 +228,22 @@ func TestOnly(t *testing.T) {
 	}
 	if _, err := Run(t.Context(), Options{Sizes: Tiny(), TempDir: t.TempDir(), Only: []string{"histroy"}}); err == nil {
 		t.Error("Only histroy: no error; want one naming the sections")
+	}
+}
+
+// An earlier run's history-scale rows join this run's for the sizes it did
+// not measure, in order of size, each saying where it comes from.
+func TestAddScaleFrom(t *testing.T) {
+	rep := &Report{Scale: []ScaleRow{{Requests: 100_000}, {Requests: 1_000_000}}}
+	earlier := &Report{Started: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		Scale: []ScaleRow{{Requests: 1_000_000, FillS: 99}, {Requests: 10_000_000, FillS: 300}}}
+	rep.AddScaleFrom(earlier, "make bench-history")
+	var got []string
+	for _, r := range rep.Scale {
+		got = append(got, fmt.Sprintf("%d %s %g", r.Requests, r.From, r.FillS))
+	}
+	want := []string{"100000  0", "1000000  0", "10000000 make bench-history of 2026-12-01 300"}
+	if !slices.Equal(got, want) {
+		t.Errorf("AddScaleFrom: rows %q; want %q", got, want)
 	}
 }

@@ -387,8 +387,12 @@ func scaleTable(rows []ScaleRow) table {
 		if !r.ColdDropped {
 			cold += " (cache not dropped)"
 		}
+		n := fmt.Sprint(r.Requests)
+		if r.From != "" {
+			n += " (" + r.From + ")"
+		}
 		t.rows = append(t.rows, []string{
-			fmt.Sprint(r.Requests),
+			n,
 			fmt.Sprintf("%s (%s)", fmtBytes(float64(r.FileBytes)), fmtBytes(float64(r.WALBytes))),
 			fmt.Sprintf("%.1f s", r.FillS),
 			cold + " / " + fmtUS(r.StartWarm),

@@ -21,7 +21,10 @@ import (
 // "History at scale").
 type ScaleRow struct {
 	Requests int `json:"requests"`
-	Attempts int `json:"attempts"`
+	// From, when set, says which earlier run measured this row
+	// (Report.AddScaleFrom).
+	From     string `json:"from,omitempty"`
+	Attempts int    `json:"attempts"`
 	// FillS is how long Store.Import took to write them; FileBytes the
 	// database file and WALBytes its WAL afterwards.
 	FillS     float64 `json:"fill_s"`
@@ -395,4 +398,20 @@ func (g *scaleGen) record(id string, at time.Time, rng *rand.Rand) fleet.Request
 		r.Status, r.HTTPStatus, r.Failure, r.Error = fleet.StatusFailed, 503, fleet.FailureUnavailable, last.Error
 	}
 	return r
+}
+
+// AddScaleFrom adds the history-scale rows of an earlier run (make
+// bench-history's) for the sizes this run did not measure, each saying
+// where it comes from, so that one table holds the whole growth curve.
+func (r *Report) AddScaleFrom(earlier *Report, name string) {
+	for _, row := range earlier.Scale {
+		if slices.ContainsFunc(r.Scale, func(x ScaleRow) bool { return x.Requests == row.Requests }) {
+			continue
+		}
+		if row.From == "" {
+			row.From = fmt.Sprintf("%s of %s", name, earlier.Started.Format("2006-01-02"))
+		}
+		r.Scale = append(r.Scale, row)
+	}
+	slices.SortFunc(r.Scale, func(a, b ScaleRow) int { return a.Requests - b.Requests })
 }
