@@ -416,7 +416,7 @@ func (s *Store) run(pruneEvery time.Duration) {
 	}
 	// What expired while Switchyard was not running, now that Open has
 	// returned.
-	if _, err := s.sweep(context.Background(), s.quit); err != nil {
+	if _, err := s.sweep(context.Background(), s.quit); err != nil && !errors.Is(err, ErrClosed) {
 		s.logf("history: %v", err)
 	}
 	close(s.startSwept)
@@ -439,7 +439,7 @@ func (s *Store) run(pruneEvery time.Duration) {
 		case <-s.retry.C:
 			s.locked(s.retryWrites)
 		case <-tick:
-			if _, err := s.sweep(context.Background(), s.quit); err != nil {
+			if _, err := s.sweep(context.Background(), s.quit); err != nil && !errors.Is(err, ErrClosed) {
 				s.logf("history: %v", err)
 			}
 		case <-s.quit:
@@ -548,8 +548,9 @@ func (s *Store) Prune(ctx context.Context) (int64, error) {
 // and the next sweep finishes it.
 func (s *Store) sweep(ctx context.Context, quit <-chan struct{}) (int64, error) {
 	var total int64
-	// step runs f holding the writer's lock, after writing what is queued
-	// (the writer goroutine, busy sweeping, does not meanwhile).
+	// lock takes the writer's lock and writes what is queued (the writer
+	// goroutine, busy sweeping, does not meanwhile); step runs f holding
+	// it, after a checkpoint of its own when one is due.
 	lock := func() (stop bool, err error) {
 		select {
 		case s.wlock <- struct{}{}:
@@ -588,6 +589,9 @@ func (s *Store) sweep(ctx context.Context, quit <-chan struct{}) (int64, error) 
 		}()
 		n, err = f()
 		return n, false, err
+	}
+	if s.isClosed() {
+		return 0, ErrClosed
 	}
 	if s.retention < 0 {
 		return 0, nil
