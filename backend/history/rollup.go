@@ -15,26 +15,26 @@ import (
 	"github.com/switchyard/switchyard/backend/fleet"
 )
 
-// Roll-ups (docs/DESIGN.md, "History"). The charts ask for TTFT
+// Roll-ups (docs/DESIGN.md, "Growth and bounds"). The charts ask for TTFT
 // percentiles and request counts per bucket over a window; reading the
 // window's rows made that linear in the requests in it (half a second for
-// a week at 1M requests). The rollups table keeps, per minute and per
-// hour and per candidate, the request counts and every TTFT (as value and
-// count, so percentiles stay exact), written in the transaction that
-// writes the rows they count (moveIn, Import). A query reads whole hours
-// from the hour rows, whole minutes before the first hour from the minute
-// rows, and the rows themselves only for the part of a minute the window
-// starts in: its cost grows with the window's hours and the candidates,
-// not with the requests. A bucket that is not a whole number of minutes
-// is read from the rows, as before.
+// a week at 1M requests). The rollups table keeps, per minute, 5 minutes,
+// 30 minutes and hour and per candidate, the request counts and every
+// TTFT (as value and count, so percentiles stay exact), written in the
+// transaction that writes the rows they count (moveIn, Import). A query
+// reads each bucket from the widest roll-up that divides it: whole hours
+// from the hour rows, the whole half hours before the first of them from
+// the 30-minute rows, and so on down to the rows themselves for the part
+// of a minute the window starts in. Its cost grows with the window over
+// the bucket and the candidates, not with the requests. A bucket that is
+// not a whole number of minutes is read from the rows, as before.
 
-const (
-	minuteMs = int64(60_000)
-	hourMs   = int64(3_600_000)
-)
+const minuteMs = int64(60_000)
 
-// rollupWidths are the widths kept, narrowest first.
-var rollupWidths = [...]int64{minuteMs, hourMs}
+// rollupWidths are the widths kept, narrowest first, each a multiple of
+// the one before, so that the rows of one tile the time between two rows
+// of the next; the UI's buckets are 1, 5 and 30 minutes and 3 hours.
+var rollupWidths = [...]int64{minuteMs, 5 * minuteMs, 30 * minuteMs, 60 * minuteMs}
 
 type rollupKey struct {
 	width, at int64
@@ -323,24 +323,31 @@ func (s *Store) window(ctx context.Context, since, width int64, ttft bool) (map[
 		}
 		return u
 	}
-	// Whole hours from the hour rows, whole minutes before them from the
-	// minute rows, the rest from the rows: the widest a bucket holds.
-	rawEnd, minuteEnd := int64(math.MaxInt64), int64(math.MaxInt64)
-	switch {
-	case since < 0:
-	case width == 0 || width%hourMs == 0:
-		rawEnd, minuteEnd = ceilTo(since, minuteMs), ceilTo(since, hourMs)
-	case width%minuteMs == 0:
-		rawEnd = ceilTo(since, minuteMs)
+	// The widths that divide a bucket (all for one bucket), narrowest
+	// first: the rows up to the first minute boundary, then each width's
+	// rows up to the first boundary of the next, the widest's to the end.
+	var ws []int64
+	for _, w := range rollupWidths {
+		if since >= 0 && (width == 0 || width%w == 0) {
+			ws = append(ws, w)
+		}
+	}
+	end := int64(math.MaxInt64)
+	if len(ws) > 0 {
+		end = ceilTo(since, ws[0])
 	}
 	// Each cell's TTFTs are gathered as sorted runs (a roll-up row's; the
 	// rows', sorted), merged once.
-	err := s.rawWindow(ctx, since, rawEnd, ttft, get)
-	if err == nil && rawEnd != math.MaxInt64 {
-		err = s.rollupWindow(ctx, minuteMs, rawEnd, minuteEnd, ttft, get)
-	}
-	if err == nil && minuteEnd != math.MaxInt64 {
-		err = s.rollupWindow(ctx, hourMs, minuteEnd, math.MaxInt64, ttft, get)
+	err := s.rawWindow(ctx, since, end, ttft, get)
+	for i, w := range ws {
+		from := end
+		end = int64(math.MaxInt64)
+		if i+1 < len(ws) {
+			end = ceilTo(since, ws[i+1])
+		}
+		if err == nil {
+			err = s.rollupWindow(ctx, w, from, end, ttft, get)
+		}
 	}
 	if err != nil {
 		return nil, err

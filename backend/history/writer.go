@@ -608,12 +608,11 @@ func (s *Store) sweep(ctx context.Context, quit <-chan struct{}) (int64, error) 
 		q    string
 		args []driver.Value
 	}
-	for _, b := range []batch{
-		{sweepRequests, nil},
-		{sweepBreakers, nil},
-		{sweepRollups, []driver.Value{rollupWidths[0]}},
-		{sweepRollups, []driver.Value{rollupWidths[1]}},
-	} {
+	batches := []batch{{sweepRequests, nil}, {sweepBreakers, nil}}
+	for _, w := range rollupWidths {
+		batches = append(batches, batch{sweepRollups, []driver.Value{w}})
+	}
+	for _, b := range batches {
 		args := append([]driver.Value{cutoff, int64(s.sweepBatch)}, b.args...)
 		for {
 			n, stop, err := step(true, func() (int64, error) { return s.inTx(b.q, args...) })
