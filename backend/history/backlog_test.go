@@ -69,7 +69,7 @@ func TestFullDiskLosesNothing(t *testing.T) {
 	l := &logs{}
 	// No move on a timer or a count: a move empties the inbox, which
 	// would make room in the capped file.
-	s, _ := openTemp(t, Options{Logf: l.logf, retryPause: 20 * time.Millisecond, moveAt: -1, moveDelay: -1, noJournal: true})
+	s, _ := openTemp(t, Options{Logf: l.logf}, hooks{retryPause: 20 * time.Millisecond, moveAt: -1, moveDelay: -1, noJournal: true})
 	mustRecord(t, s, rec("before", t0))
 	undo := fullDisk(t, s)
 	// The last page has room for a few rows; then the disk is full, and
@@ -116,7 +116,7 @@ func TestFullDiskLosesNothing(t *testing.T) {
 
 // The backlog is bounded: past it the oldest records are lost, and counted.
 func TestBacklogIsBounded(t *testing.T) {
-	s, _ := openTemp(t, Options{retryPause: time.Hour, maxBacklog: 10, moveAt: -1, moveDelay: -1, noJournal: true})
+	s, _ := openTemp(t, Options{}, hooks{retryPause: time.Hour, maxBacklog: 10, moveAt: -1, moveDelay: -1, noJournal: true})
 	mustRecord(t, s, rec("before", t0))
 	fullDisk(t, s)
 	for i := range 400 {

@@ -95,10 +95,13 @@ type Options struct {
 	// not closed cleanly, as a check reads every page (seconds for a big
 	// history).
 	Check bool
+}
 
-	// Test hooks, nil in production. afterEnqueue runs in Record once its
-	// record is queued; beforeCommit runs before each transaction that
-	// writes records or breaker changes, with how many of each it writes.
+// hooks are the tests' ways into a Store, all zero in production (Open):
+// a test opens its Store with openWith. afterEnqueue runs in Record once its
+// record is queued; beforeCommit runs before each transaction that
+// writes records or breaker changes, with how many of each it writes.
+type hooks struct {
 	afterEnqueue func()
 	beforeCommit func(records, events int)
 	// retryPause, when set, replaces the growing pause between tries of a
@@ -106,7 +109,7 @@ type Options struct {
 	retryPause time.Duration
 	maxBacklog int
 	// moveAt and moveDelay, when set, replace the constants of the same
-	// names; negative: never (queries, Prune and Close still move).
+	// names; negative: never (queries and Close still move).
 	moveAt    int
 	moveDelay time.Duration
 	// noJournal, when set, makes the Store work without a journal, as a
@@ -133,14 +136,14 @@ type Store struct {
 	now       func() time.Time
 	logf      func(string, ...any)
 
-	afterEnqueue func()                    // test hook, see Options
-	beforeCommit func(records, events int) // test hook, see Options
-	retryPause   time.Duration             // test hook, see Options
+	afterEnqueue func()                    // test hook, see hooks
+	beforeCommit func(records, events int) // test hook, see hooks
+	retryPause   time.Duration             // test hook, see hooks
 	maxBacklog   int                       // MaxBacklog, or a test's own
-	moveAt       int                       // moveAt, or a test's own
+	moveAt       int                       // moveAt, or a test's own (hooks)
 	moveDelay    time.Duration             // moveDelay, or a test's own
 	sweepBatch   int                       // sweepBatch, or a test's own
-	swept        func(deleted int64)       // test hook, see Options
+	swept        func(deleted int64)       // test hook, see hooks
 	checked      bool                      // Open ran quick_check
 	startSwept   chan struct{}             // closed once the sweep at start is done
 
@@ -194,14 +197,19 @@ type Store struct {
 // expired and starts the writer. A file written by a newer binary is
 // refused with ErrSchemaTooNew.
 func Open(path string, o Options) (*Store, error) {
-	s, err := open(path, o)
+	return openWith(path, o, hooks{})
+}
+
+// openWith is Open with a test's hooks.
+func openWith(path string, o Options, h hooks) (*Store, error) {
+	s, err := open(path, o, h)
 	if err != nil {
 		return nil, fmt.Errorf("open history %s: %w", path, err)
 	}
 	return s, nil
 }
 
-func open(path string, o Options) (*Store, error) {
+func open(path string, o Options, h hooks) (*Store, error) {
 	if o.Retention == 0 {
 		o.Retention = DefaultRetention
 	}
@@ -265,14 +273,14 @@ func open(path string, o Options) (*Store, error) {
 		now:       o.Now,
 		logf:      o.Logf,
 
-		afterEnqueue: o.afterEnqueue,
-		beforeCommit: o.beforeCommit,
-		retryPause:   o.retryPause,
-		maxBacklog:   cmp.Or(o.maxBacklog, MaxBacklog),
-		moveAt:       cmp.Or(o.moveAt, moveAt),
-		moveDelay:    cmp.Or(o.moveDelay, moveDelay),
-		sweepBatch:   cmp.Or(o.sweepBatch, sweepBatch),
-		swept:        o.swept,
+		afterEnqueue: h.afterEnqueue,
+		beforeCommit: h.beforeCommit,
+		retryPause:   h.retryPause,
+		maxBacklog:   cmp.Or(h.maxBacklog, MaxBacklog),
+		moveAt:       cmp.Or(h.moveAt, moveAt),
+		moveDelay:    cmp.Or(h.moveDelay, moveDelay),
+		sweepBatch:   cmp.Or(h.sweepBatch, sweepBatch),
+		swept:        h.swept,
 		checked:      checked,
 		startSwept:   make(chan struct{}),
 
@@ -293,8 +301,8 @@ func open(path string, o Options) (*Store, error) {
 	s.moveTimer.Stop()
 	s.commitTimer.Stop()
 	s.retry.Stop()
-	if !o.noJournal {
-		s.journal = s.openJournal(o.journalLimit)
+	if !h.noJournal {
+		s.journal = s.openJournal(h.journalLimit)
 	}
 	// Move what a crash left in the inbox; the writer goroutine prunes,
 	// after Open has returned.

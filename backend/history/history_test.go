@@ -46,14 +46,14 @@ func (c *clock) Set(t time.Time) {
 	c.now = t
 }
 
-// openAt opens path with Now fixed at t0 unless o sets it, and closes it when
-// the test ends.
-func openAt(t testing.TB, path string, o Options) *Store {
+// openAt opens path with Now fixed at t0 unless o sets it, and the hooks
+// h (one at most), and closes it when the test ends.
+func openAt(t testing.TB, path string, o Options, h ...hooks) *Store {
 	t.Helper()
 	if o.Now == nil {
 		o.Now = func() time.Time { return t0 }
 	}
-	s, err := Open(path, o)
+	s, err := openWith(path, o, append(h, hooks{})[0])
 	if err != nil {
 		t.Fatalf("Open(%s) = %v", path, err)
 	}
@@ -65,10 +65,10 @@ func openAt(t testing.TB, path string, o Options) *Store {
 	return s
 }
 
-func openTemp(t testing.TB, o Options) (*Store, string) {
+func openTemp(t testing.TB, o Options, h ...hooks) (*Store, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "history.db")
-	return openAt(t, path, o), path
+	return openAt(t, path, o, h...), path
 }
 
 // rec is a successful request served by candidate "a" on its first attempt.
@@ -339,7 +339,7 @@ func TestClosed(t *testing.T) {
 // Records, queries and prunes that race with Close fail or succeed, and
 // never touch a closed connection.
 func TestCloseWhileBusy(t *testing.T) {
-	s, err := Open(filepath.Join(t.TempDir(), "history.db"), Options{moveAt: 2})
+	s, err := openWith(filepath.Join(t.TempDir(), "history.db"), Options{}, hooks{moveAt: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // after the first record that waits there.
 func TestInboxMovesByCountAndDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, _ := openTemp(t, Options{Now: time.Now, moveAt: 5, moveDelay: time.Minute, noJournal: true})
+		s, _ := openTemp(t, Options{Now: time.Now}, hooks{moveAt: 5, moveDelay: time.Minute, noJournal: true})
 		for i := range 4 {
 			mustRecord(t, s, rec(fmt.Sprint("c", i), t0))
 		}
@@ -47,9 +47,9 @@ func TestInboxMovesByCountAndDelay(t *testing.T) {
 // Store's and another's on the same file. (Without a journal, as the
 // second Store on a file works; journal_test.go has the first's.)
 func TestQueriesSeeTheInbox(t *testing.T) {
-	o := Options{moveAt: -1, moveDelay: -1, noJournal: true}
-	s, path := openTemp(t, o)
-	other := openAt(t, path, o)
+	h := hooks{moveAt: -1, moveDelay: -1, noJournal: true}
+	s, path := openTemp(t, Options{}, h)
+	other := openAt(t, path, Options{}, h)
 	ctx := context.Background()
 	mustRecord(t, s, rec("mine", t0))
 	mustRecord(t, other, rec("theirs", t0))
@@ -110,7 +110,7 @@ func TestOpenMovesWhatACrashLeft(t *testing.T) {
 
 // An id waiting in the inbox is refused too.
 func TestRepeatedIDInTheInbox(t *testing.T) {
-	s, _ := openTemp(t, Options{moveAt: -1, moveDelay: -1, noJournal: true})
+	s, _ := openTemp(t, Options{}, hooks{moveAt: -1, moveDelay: -1, noJournal: true})
 	mustRecord(t, s, rec("x", t0))
 	if err := s.Record(context.Background(), rec("x", t0)); err == nil {
 		t.Error("Record(x) again succeeded; want an error")

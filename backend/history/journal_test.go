@@ -20,14 +20,14 @@ import (
 func TestJournalAcknowledgesBeforeTheCommit(t *testing.T) {
 	release := make(chan struct{})
 	held := make(chan struct{}, 1)
-	o := Options{beforeCommit: func(int, int) {
+	h := hooks{beforeCommit: func(int, int) {
 		select {
 		case held <- struct{}{}:
 			<-release
 		default:
 		}
 	}}
-	s, path := openTemp(t, o)
+	s, path := openTemp(t, Options{}, h)
 	mustRecord(t, s, rec("early", t0))
 	<-held // the writer is in the commit of "early"
 	if ids := journalIDs(t, path); len(ids) != 1 || ids[0] != "early" {
@@ -46,7 +46,7 @@ func TestJournalAcknowledgesBeforeTheCommit(t *testing.T) {
 // after the first record that waits, or at once when commitAt wait.
 func TestJournalCommitsInBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, _ := openTemp(t, Options{Now: time.Now, moveAt: -1, moveDelay: -1})
+		s, _ := openTemp(t, Options{Now: time.Now}, hooks{moveAt: -1, moveDelay: -1})
 		start := time.Now()
 		for i := range 3 {
 			mustRecord(t, s, rec(fmt.Sprint("r", i), t0))
@@ -86,7 +86,7 @@ func TestJournalCommitsInBatches(t *testing.T) {
 // once, even one already committed; a torn last frame is dropped and said.
 func TestOpenReplaysTheJournal(t *testing.T) {
 	l := &logs{}
-	s, path := openTemp(t, Options{noJournal: true})
+	s, path := openTemp(t, Options{}, hooks{noJournal: true})
 	mustRecord(t, s, rec("stored", t0))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func TestJournalWriteFailsOverToCommit(t *testing.T) {
 // Once everything in it is committed, the journal is emptied when it
 // has grown past its limit, and at Close.
 func TestJournalIsEmptied(t *testing.T) {
-	s, path := openTemp(t, Options{journalLimit: 2 << 10})
+	s, path := openTemp(t, Options{}, hooks{journalLimit: 2 << 10})
 	size := func() int64 {
 		st, err := os.Stat(path + journalSuffix)
 		if err != nil {

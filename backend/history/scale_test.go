@@ -372,7 +372,7 @@ func TestSweepLetsQueriesInBetweenBatches(t *testing.T) {
 			t.Errorf("Request between two batches = %v; want the record just made, at once", err)
 		}
 	}
-	s, _ = openTemp(t, Options{Now: c.Now, Retention: 24 * time.Hour, PruneEvery: -1, sweepBatch: batch, swept: func(n int64) {
+	s, _ = openTemp(t, Options{Now: c.Now, Retention: 24 * time.Hour, PruneEvery: -1}, hooks{sweepBatch: batch, swept: func(n int64) {
 		if between != nil {
 			between(n)
 		}
@@ -419,7 +419,7 @@ func TestSweepAtStartRunsAfterOpen(t *testing.T) {
 	}
 	release := make(chan struct{})
 	first := true
-	s = openAt(t, path, Options{Now: c.Now, Retention: time.Hour, sweepBatch: 8, swept: func(int64) {
+	s = openAt(t, path, Options{Now: c.Now, Retention: time.Hour}, hooks{sweepBatch: 8, swept: func(int64) {
 		if first {
 			first = false
 			<-release // hold the sweep after its first batch

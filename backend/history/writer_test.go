@@ -140,21 +140,21 @@ func TestRecordCanceledContext(t *testing.T) {
 // gate makes the writer's first transaction wait, once it has begun, until
 // n Record calls (the one it holds included) have queued their records. It
 // returns a channel closed when the writer is held.
-func gate(o *Options, n int) <-chan struct{} {
+func gate(h *hooks, n int) <-chan struct{} {
 	var queued sync.WaitGroup
 	queued.Add(n)
 	held := make(chan struct{})
 	var first sync.Once
-	o.afterEnqueue = queued.Done
-	o.beforeCommit = func(int, int) { first.Do(func() { close(held); queued.Wait() }) }
+	h.afterEnqueue = queued.Done
+	h.beforeCommit = func(int, int) { first.Do(func() { close(held); queued.Wait() }) }
 	return held
 }
 
 func TestGroupCommit(t *testing.T) {
 	const n = 40
-	o := Options{noJournal: true}
-	held := gate(&o, n)
-	s, path := openTemp(t, o)
+	h := hooks{noJournal: true}
+	held := gate(&h, n)
+	s, path := openTemp(t, Options{}, h)
 	other := openAt(t, path, Options{})
 	ctx := context.Background()
 
@@ -192,9 +192,9 @@ func TestBadRecordFailsOnlyItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logged atomic.Int32
-	o := Options{Logf: func(string, ...any) { logged.Add(1) }, noJournal: true}
-	held := gate(&o, n)
-	s = openAt(t, path, o)
+	h := hooks{noJournal: true}
+	held := gate(&h, n)
+	s = openAt(t, path, Options{Logf: func(string, ...any) { logged.Add(1) }}, h)
 
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -226,10 +226,10 @@ func TestBadRecordFailsOnlyItself(t *testing.T) {
 func TestRecordBreakerDropsWhenFull(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	o := Options{BatchSize: 1, beforeCommit: func(int, int) {
+	o := Options{BatchSize: 1}
+	s, path := openTemp(t, o, hooks{beforeCommit: func(int, int) {
 		once.Do(func() { close(entered); <-release })
-	}}
-	s, path := openTemp(t, o)
+	}})
 	ch := fleet.BreakerChange{Candidate: "a", From: fleet.BreakerClosed, To: fleet.BreakerOpen, At: t0}
 	s.RecordBreaker(ch) // taken by the writer, which then waits
 	<-entered
@@ -254,12 +254,11 @@ func TestRecordWaitsForRoom(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	queued := make(chan struct{}, 16)
 	var once sync.Once
-	o := Options{
-		BatchSize:    1,
+	o := Options{BatchSize: 1}
+	s, _ := openTemp(t, o, hooks{
 		afterEnqueue: func() { queued <- struct{}{} },
 		beforeCommit: func(int, int) { once.Do(func() { close(held); <-release }) },
-	}
-	s, _ := openTemp(t, o)
+	})
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	wg.Go(func() { mustRecord(t, s, rec("first", t0)) })
@@ -292,12 +291,11 @@ func TestIdleWriterCommitsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var batches []int
 		var byCaller []bool
-		o := Options{Now: time.Now, noJournal: true, beforeCommit: func(records, _ int) {
+		s, _ := openTemp(t, Options{Now: time.Now}, hooks{noJournal: true, beforeCommit: func(records, _ int) {
 			batches = append(batches, records)
 			buf := make([]byte, 8<<10)
 			byCaller = append(byCaller, strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*Store).Record"))
-		}}
-		s, _ := openTemp(t, o)
+		}})
 		start := time.Now()
 		for i := range 3 {
 			mustRecord(t, s, rec(fmt.Sprint("r", i), t0))
