@@ -251,6 +251,10 @@ func open(path string, o Options, h hooks) (*Store, error) {
 			return nil, fmt.Errorf("%w: %w: move it aside (mv %s %s.damaged) and start again; Switchyard then makes a new one", ErrDamaged, err, path, path)
 		}
 	}
+	if v, err := userVersion(ctx, db); err == nil && v > 0 && v < len(ms) {
+		// An older file: 0004 and 0005 read and rewrite all of it, once.
+		o.Logf("history: upgrading %s from schema %d to %d, once; a large history takes a minute or more (15 s at 1M requests)", path, v, len(ms))
+	}
 	if err := migrate(ctx, db, ms); err != nil {
 		db.Close()
 		return nil, err
