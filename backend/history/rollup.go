@@ -164,14 +164,17 @@ func (r rollups) at(width, t int64, candidate string) *rollup {
 // candidate ("" for none).
 func (r rollups) addRequest(started int64, candidate string, fallback bool, status string) {
 	for _, w := range rollupWidths {
-		u := r.at(w, started, candidate)
-		u.requests++
-		if fallback {
-			u.fallbacks++
-		}
-		if failed(status) {
-			u.errors++
-		}
+		r.at(w, started, candidate).countRequest(fallback, status)
+	}
+}
+
+func (u *rollup) countRequest(fallback bool, status string) {
+	u.requests++
+	if fallback {
+		u.fallbacks++
+	}
+	if failed(status) {
+		u.errors++
 	}
 }
 
@@ -253,39 +256,7 @@ func asBytes(v driver.Value) []byte {
 // there.
 func backfillRollups(ctx context.Context, tx *sql.Tx) error {
 	r := rollups{}
-	rows, err := tx.QueryContext(ctx, `SELECT started_at, served_candidate, is_fallback, status FROM requests`)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var started int64
-		var served sql.Null[string]
-		var fallback bool
-		var status string
-		if err := rows.Scan(&started, &served, &fallback, &status); err != nil {
-			rows.Close()
-			return err
-		}
-		r.addRequest(started, served.V, fallback, status)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return err
-	}
-	rows, err = tx.QueryContext(ctx, `SELECT started_at, candidate, ttft_ms FROM attempts
-		WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at IS NOT NULL`)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var started, ttft int64
-		var c string
-		if err := rows.Scan(&started, &c, &ttft); err != nil {
-			rows.Close()
-			return err
-		}
-		r.addTTFT(started, c, ttft)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+	if err := scanRows(ctx, tx, math.MinInt64, math.MaxInt64, r.addRequest, r.addTTFT); err != nil {
 		return err
 	}
 	for k, u := range r {
@@ -408,8 +379,41 @@ func (s *Store) rawWindow(ctx context.Context, from, to int64, ttft bool, get fu
 	if from >= to {
 		return nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT started_at, served_candidate, is_fallback, status
-		FROM requests WHERE started_at >= ? AND started_at < ?`, from, to)
+	var attempt func(int64, string, int64)
+	if ttft {
+		attempt = func(at int64, c string, v int64) {
+			u := get(at, c)
+			u.ttft = append(u.ttft, histBin{v, 1})
+		}
+	}
+	return scanRows(ctx, s.db, from, to, func(at int64, c string, fallback bool, status string) {
+		get(at, c).countRequest(fallback, status)
+	}, attempt)
+}
+
+// What scanRows and rollupWindow read.
+const (
+	windowRequests = `SELECT started_at, served_candidate, is_fallback, status
+	FROM requests WHERE started_at >= ? AND started_at < ?`
+	windowTTFTs = `SELECT started_at, candidate, ttft_ms FROM attempts
+	WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at >= ? AND started_at < ?`
+	windowRollups = `SELECT at, candidate, requests, fallbacks, errors, ttft
+	FROM rollups WHERE width = ? AND at >= ? AND at < ?`
+	windowCounts = `SELECT at, candidate, requests, fallbacks, errors, x''
+	FROM rollups WHERE width = ? AND at >= ? AND at < ?`
+)
+
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// scanRows calls request for each request that started in [from, to) and,
+// unless attempt is nil, attempt for each successful attempt with a TTFT
+// that started then: what the roll-ups count.
+func scanRows(ctx context.Context, db queryer, from, to int64,
+	request func(started int64, served string, fallback bool, status string),
+	attempt func(started int64, candidate string, ttft int64)) error {
+	rows, err := db.QueryContext(ctx, windowRequests, from, to)
 	if err != nil {
 		return err
 	}
@@ -422,20 +426,12 @@ func (s *Store) rawWindow(ctx context.Context, from, to int64, ttft bool, get fu
 			rows.Close()
 			return err
 		}
-		u := get(at, c.V)
-		u.requests++
-		if fallback {
-			u.fallbacks++
-		}
-		if failed(status) {
-			u.errors++
-		}
+		request(at, c.V, fallback, status)
 	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil || !ttft {
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil || attempt == nil {
 		return err
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT started_at, candidate, ttft_ms FROM attempts
-		WHERE outcome = 'success' AND ttft_ms IS NOT NULL AND started_at >= ? AND started_at < ?`, from, to)
+	rows, err = db.QueryContext(ctx, windowTTFTs, from, to)
 	if err != nil {
 		return err
 	}
@@ -446,8 +442,7 @@ func (s *Store) rawWindow(ctx context.Context, from, to int64, ttft bool, get fu
 			rows.Close()
 			return err
 		}
-		u := get(at, c)
-		u.ttft = append(u.ttft, histBin{v, 1})
+		attempt(at, c, v)
 	}
 	return errors.Join(rows.Err(), rows.Close())
 }
@@ -457,12 +452,11 @@ func (s *Store) rollupWindow(ctx context.Context, width, from, to int64, ttft bo
 	if from >= to {
 		return nil
 	}
-	col := "x''"
+	q := windowCounts
 	if ttft {
-		col = "ttft"
+		q = windowRollups
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT at, candidate, requests, fallbacks, errors, `+col+`
-		FROM rollups WHERE width = ? AND at >= ? AND at < ?`, width, from, to)
+	rows, err := s.db.QueryContext(ctx, q, width, from, to)
 	if err != nil {
 		return err
 	}
