@@ -19,7 +19,7 @@ import (
 // percentiles and request counts per bucket over a window; reading the
 // window's rows made that linear in the requests in it (half a second for
 // a week at 1M requests). The rollups table keeps, per minute, 5 minutes,
-// 30 minutes and hour and per candidate, the request counts and every
+// 30 minutes, hour and 3 hours and per candidate, the request counts and every
 // TTFT (as value and count, so percentiles stay exact), written in the
 // transaction that writes the rows they count (moveIn, Import). A query
 // reads each bucket from the widest roll-up that divides it: whole hours
@@ -34,7 +34,7 @@ const minuteMs = int64(60_000)
 // rollupWidths are the widths kept, narrowest first, each a multiple of
 // the one before, so that the rows of one tile the time between two rows
 // of the next; the UI's buckets are 1, 5 and 30 minutes and 3 hours.
-var rollupWidths = [...]int64{minuteMs, 5 * minuteMs, 30 * minuteMs, 60 * minuteMs}
+var rollupWidths = [...]int64{minuteMs, 5 * minuteMs, 30 * minuteMs, 60 * minuteMs, 180 * minuteMs}
 
 type rollupKey struct {
 	width, at int64

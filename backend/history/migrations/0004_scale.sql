@@ -8,8 +8,8 @@ CREATE INDEX requests_served_candidate ON requests (served_candidate, started_at
 CREATE INDEX requests_status ON requests (status, started_at, id);
 CREATE INDEX requests_fallback ON requests (is_fallback, started_at, id);
 
--- The charts' roll-ups, per minute (width 60000), 5 and 30 minutes and
--- hour (rollup.go, rollupWidths),
+-- The charts' roll-ups, per minute (width 60000), 5 and 30 minutes,
+-- hour and 3 hours (rollup.go, rollupWidths),
 -- written with the rows they count, in the same transaction (rollup.go):
 -- the requests served by candidate ('' for none) that started in
 -- [at, at + width), how many were fallbacks and how many failed, and the
