@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -248,9 +250,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		cw.buf = append(cw.buf, b...)
 		cw.buf = append(cw.buf, "\n\n"...)
 	}
+	var diff statusDiff
 	addStatus := func() {
-		if s.o.Status != nil {
-			add(schema.EventStatus, s.o.Status())
+		if s.o.Status == nil {
+			return
+		}
+		st := s.o.Status()
+		if delta, changed, first := diff.next(st); first {
+			add(schema.EventStatus, st)
+		} else if changed {
+			add(schema.EventStatusDelta, delta)
 		}
 	}
 	addStatus()
@@ -293,4 +302,52 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// statusDiff remembers what one events subscriber was last sent of the
+// status, so that each second it is sent only what changed: with 200
+// candidates the whole status is about 95 KB, and most of it stays the
+// same from one second to the next.
+type statusDiff struct {
+	sent  bool
+	rest  []byte            // the status without its candidates, as JSON
+	cands map[string][]byte // each candidate, as JSON, by id
+	order []string
+}
+
+// next takes the status st. first is true the first time (send st
+// whole); else delta is what changed since, and changed says whether
+// anything did.
+func (d *statusDiff) next(st schema.Status) (delta schema.StatusDelta, changed, first bool) {
+	delta = schema.StatusDelta{Candidates: []schema.Candidate{}, Removed: []string{}, Order: []string{}}
+	cands := st.Candidates
+	st.Candidates = nil
+	rest, _ := json.Marshal(st)
+	now := make(map[string][]byte, len(cands))
+	order := make([]string, len(cands))
+	for i, c := range cands {
+		b, _ := json.Marshal(c)
+		now[c.ID], order[i] = b, c.ID
+		if d.sent && !bytes.Equal(d.cands[c.ID], b) {
+			delta.Candidates = append(delta.Candidates, c)
+		}
+	}
+	if d.sent {
+		if !bytes.Equal(d.rest, rest) {
+			delta.Rest = &st
+		}
+		for id := range d.cands {
+			if _, ok := now[id]; !ok {
+				delta.Removed = append(delta.Removed, id)
+			}
+		}
+		slices.Sort(delta.Removed)
+		if !slices.Equal(d.order, order) && len(order) > 0 {
+			delta.Order = order
+		}
+	}
+	first = !d.sent
+	d.sent, d.rest, d.cands, d.order = true, rest, now, order
+	changed = delta.Rest != nil || len(delta.Candidates) > 0 || len(delta.Removed) > 0 || len(delta.Order) > 0
+	return delta, changed, first
 }

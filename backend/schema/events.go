@@ -12,8 +12,11 @@ import (
 type EventType string
 
 const (
-	// EventStatus: Status, at connect and then every second.
+	// EventStatus: Status, at connect (and after a reconnect).
 	EventStatus EventType = "status"
+	// EventStatusDelta: StatusDelta, every second when the status changed:
+	// what changed since the last status or status_delta.
+	EventStatusDelta EventType = "status_delta"
 	// EventRequestStarted: RequestStarted.
 	EventRequestStarted EventType = "request_started"
 	// EventAttemptStarted: AttemptStarted, a candidate is being waited for.
@@ -33,8 +36,24 @@ const (
 )
 
 // EventTypes are every EventType, for the API's description.
-var EventTypes = []EventType{EventStatus, EventRequestStarted, EventAttemptStarted, EventAttempt, EventCommit,
+var EventTypes = []EventType{EventStatus, EventStatusDelta, EventRequestStarted, EventAttemptStarted, EventAttempt, EventCommit,
 	EventRequestDone, EventBreaker, EventGPU, EventConfig}
+
+// StatusDelta is what changed in the status since the last status or
+// status_delta event, so that a fleet of hundreds of candidates is not
+// sent whole every second.
+type StatusDelta struct {
+	// Rest is the status without its candidates, when any of its other
+	// fields changed (its candidates are null); null when none did.
+	Rest *Status `json:"rest"`
+	// Candidates are the candidates that changed or are new, whole.
+	Candidates []Candidate `json:"candidates"`
+	// Removed are the ids of candidates no longer in the status.
+	Removed []string `json:"removed"`
+	// Order is every candidate's id in routing order when the order or
+	// the set changed; empty when it did not.
+	Order []string `json:"order"`
+}
 
 // RequestStarted says a request arrived.
 type RequestStarted struct {

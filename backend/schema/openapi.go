@@ -25,7 +25,7 @@ import (
 // documents of the endpoints, and the payloads of the events.
 var documented = []any{
 	Status{}, Config{}, ConfigWritten{}, Team{}, TeamRequests{}, Requests{}, Request{}, Attempt{}, Reading{}, Stats{}, Demo{}, DemoServer{}, SetFault{}, Error{},
-	RequestStarted{}, AttemptStarted{}, AttemptEvent{}, RequestDone{}, BreakerEvent{}, GPUEvent{}, ConfigEvent{},
+	StatusDelta{}, RequestStarted{}, AttemptStarted{}, AttemptEvent{}, RequestDone{}, BreakerEvent{}, GPUEvent{}, ConfigEvent{},
 }
 
 // enums are the values of the domain's string types.

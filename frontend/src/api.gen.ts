@@ -341,7 +341,7 @@ export interface components {
             error: string;
         };
         /** @enum {string} */
-        EventType: "status" | "request_started" | "attempt_started" | "attempt" | "commit" | "request_done" | "breaker" | "gpu" | "config";
+        EventType: "status" | "status_delta" | "request_started" | "attempt_started" | "attempt" | "commit" | "request_done" | "breaker" | "gpu" | "config";
         GPU: {
             available: boolean;
             devices: components["schemas"]["Device"][];
@@ -458,6 +458,12 @@ export interface components {
             min_samples: number;
             team: components["schemas"]["TeamLink"] | null;
             version: string;
+        };
+        StatusDelta: {
+            candidates: components["schemas"]["Candidate"][];
+            order: string[];
+            removed: string[];
+            rest: components["schemas"]["Status"] | null;
         };
         TTFT: {
             n: number;

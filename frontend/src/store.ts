@@ -6,7 +6,7 @@
 import { describeEvent, type ActivityItem } from './activity';
 import type { Client, ConnState, Subscription } from './api';
 import { InFlight } from './inflight';
-import type { BreakerChange, GPUStatus, LiveEvent, RequestRecord, Status } from './types';
+import type { BreakerChange, GPUStatus, LiveEvent, RequestRecord, Status, StatusDelta } from './types';
 
 const FEED_MAX = 60;
 const RECENT_MAX = 50;
@@ -127,6 +127,15 @@ export class LiveStore {
   /** apply folds one event into the store. Exported behaviour for tests and the mock. */
   apply(e: LiveEvent, now: number): void {
     this.inflight.apply(e, now);
+    if (e.type === 'status_delta') {
+      if (this.status) {
+        this.status = applyStatusDelta(this.status, e.data);
+        this.statusAt = now;
+        this.recordGPU(this.status.gpu, now);
+      }
+      this.notify();
+      return;
+    }
     if (e.type === 'status' || e.type === 'gpu') this.recordGPU(e.data.gpu, now);
     if (e.type === 'status') {
       this.status = e.data;
@@ -155,4 +164,22 @@ export class LiveStore {
   private notify(): void {
     for (const fn of this.listeners) fn();
   }
+}
+
+/**
+ * applyStatusDelta is the status after a status_delta event: the rest of
+ * the fields when they changed, the candidates that changed replaced by id,
+ * those removed dropped, and the new order when it changed (an empty
+ * order: unchanged).
+ */
+export function applyStatusDelta(st: Status, d: StatusDelta): Status {
+  const byId = new Map(st.candidates.map((c) => [c.id, c]));
+  for (const c of d.candidates) byId.set(c.id, c);
+  for (const id of d.removed) byId.delete(id);
+  const order = d.order.length > 0 ? d.order : st.candidates.map((c) => c.id);
+  const candidates = order.flatMap((id) => {
+    const c = byId.get(id);
+    return c ? [c] : [];
+  });
+  return { ...(d.rest ?? st), candidates };
 }

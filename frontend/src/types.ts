@@ -10,6 +10,7 @@ import type { components } from './api.gen';
 type S = components['schemas'];
 
 export type Status = S['Status'];
+export type StatusDelta = S['StatusDelta'];
 export type CandidateStatus = S['Candidate'];
 export type Breaker = S['Breaker'];
 export type BreakerState = Breaker['state'];
@@ -50,6 +51,7 @@ export type TeamRequests = S['TeamRequests'];
 /** One event of GET /switchyard/v1/events, decoded. */
 export type LiveEvent =
   | { type: 'status'; data: Status }
+  | { type: 'status_delta'; data: S['StatusDelta'] }
   | { type: 'request_started'; data: S['RequestStarted'] }
   | { type: 'attempt_started'; data: AttemptStarted }
   | { type: 'attempt'; data: S['AttemptEvent'] }
