@@ -428,6 +428,7 @@ func (s *System) Run(ctx context.Context) error {
 	samplers.Go(func() { s.sampler.Run(watchCtx) })
 	samplers.Go(func() { s.poller.Run(watchCtx) })
 	samplers.Go(func() { s.watchModels(watchCtx, time.Minute) })
+	samplers.Go(func() { releaseMemory(watchCtx) })
 	if s.team != nil {
 		s.team.Start()
 	}
