@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -53,13 +54,26 @@ func New(pool *upstream.Pool) *Backend {
 // with Retry-After or Ollama's "server busy"). So is a 2xx answer that is
 // not text/event-stream (an HTML page from a proxy, a JSON error, a server
 // that ignored stream: true); it keeps its status code.
+//
+// A caller that wants one answer is still sent a stream, so that the
+// first-token deadline catches a server that hangs (docs/DESIGN.md,
+// "Non-streaming requests"). A server that refuses only the streamed form
+// (a 400 that names the stream, as llama-server's "logprobs is not
+// supported with tools + stream") is asked again, once, for one answer,
+// which comes back as one chunk.
 func (b *Backend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Request) (fleet.Stream, error) {
-	path, body, err := requestBody(c, req)
+	path, body, err := requestBody(c, req, true)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	resp, err := b.do(ctx, http.MethodPost, c.URL, path, c.APIKey, body)
+	if err != nil && refusesStream(req, err) {
+		resp, err = b.openWhole(ctx, c, req)
+		if err == nil {
+			return newWholeStream(ctx, cancel, resp.Body), nil
+		}
+	}
 	if err != nil {
 		cancel()
 		return nil, err
@@ -73,6 +87,26 @@ func (b *Backend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Reques
 		return nil, err
 	}
 	return newStream(ctx, cancel, resp.Body, maxLine), nil
+}
+
+// refusesStream reports whether err is a server's refusal of the
+// streamed form of a request whose caller wants one answer: a 400 whose
+// message names the stream.
+func refusesStream(req *fleet.Request, err error) bool {
+	if req.Stream || req.KindOf() == fleet.KindEmbed {
+		return false
+	}
+	se, ok := errors.AsType[*fleet.StatusError](err)
+	return ok && se.StatusCode == http.StatusBadRequest && strings.Contains(strings.ToLower(se.Message), "stream")
+}
+
+// openWhole sends req to c for one answer, not a stream.
+func (b *Backend) openWhole(ctx context.Context, c fleet.Candidate, req *fleet.Request) (*http.Response, error) {
+	path, body, err := requestBody(c, req, false)
+	if err != nil {
+		return nil, err
+	}
+	return b.do(ctx, http.MethodPost, c.URL, path, c.APIKey, body)
 }
 
 // maxModelsBody bounds a /models answer.
@@ -167,7 +201,7 @@ type chatRequest struct {
 	Messages         []message       `json:"messages"`
 	Tools            []tool          `json:"tools,omitempty"`
 	Stream           bool            `json:"stream"`
-	StreamOptions    streamOptions   `json:"stream_options"`
+	StreamOptions    *streamOptions  `json:"stream_options,omitempty"`
 	Temperature      *float64        `json:"temperature,omitempty"`
 	TopP             *float64        `json:"top_p,omitempty"`
 	MaxTokens        *int            `json:"max_tokens,omitempty"`
@@ -239,7 +273,7 @@ func newChatRequest(model string, req *fleet.Request) *chatRequest {
 		Tools:             tools(req.Tools),
 		ToolChoice:        req.ToolChoice,
 		Stream:            true,
-		StreamOptions:     streamOptions{IncludeUsage: true},
+		StreamOptions:     &streamOptions{IncludeUsage: true},
 		Temperature:       o.Temperature,
 		TopP:              o.TopP,
 		TopK:              o.TopK,

@@ -17,11 +17,13 @@ const (
 	pathEmbeddings  = "/embeddings"
 )
 
-// requestBody returns the endpoint and body for req on c.
-func requestBody(c fleet.Candidate, req *fleet.Request) (string, []byte, error) {
+// requestBody returns the endpoint and body for req on c: a chat or a
+// completion as a stream with usage, or, when stream is false, as one
+// answer (the form a server takes where it refuses the streamed one).
+func requestBody(c fleet.Candidate, req *fleet.Request, stream bool) (string, []byte, error) {
 	kind := req.KindOf()
 	if raw := req.RawFor(fleet.ProviderOpenAI); raw != nil {
-		return rawBody(c, req, raw)
+		return rawBody(c, req, raw, stream)
 	}
 	var (
 		path = pathChat
@@ -31,9 +33,17 @@ func requestBody(c fleet.Candidate, req *fleet.Request) (string, []byte, error) 
 	case kind == fleet.KindEmbed:
 		path, v = pathEmbeddings, embedRequest{Model: c.Model, Input: req.Input, Dimensions: req.Dimensions}
 	case kind == fleet.KindGenerate && (req.RawPrompt || req.Suffix != ""):
-		path, v = pathCompletions, newCompletionRequest(c.Model, req)
+		cr := newCompletionRequest(c.Model, req)
+		if !stream {
+			cr.Stream, cr.StreamOptions = false, nil
+		}
+		path, v = pathCompletions, cr
 	default:
-		v = newChatRequest(c.Model, req)
+		cr := newChatRequest(c.Model, req)
+		if !stream {
+			cr.Stream, cr.StreamOptions = false, nil
+		}
+		v = cr
 	}
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -43,9 +53,10 @@ func requestBody(c fleet.Candidate, req *fleet.Request) (string, []byte, error) 
 }
 
 // rawBody forwards the fields of an OpenAI caller to the endpoint it
-// called, with the candidate's model, a stream with usage, and thinking
-// as the router resolved it where the caller did not say.
-func rawBody(c fleet.Candidate, req *fleet.Request, raw map[string]json.RawMessage) (string, []byte, error) {
+// called, with the candidate's model, a stream with usage (or, when stream
+// is false, one answer), and thinking as the router resolved it where the
+// caller did not say.
+func rawBody(c fleet.Candidate, req *fleet.Request, raw map[string]json.RawMessage, stream bool) (string, []byte, error) {
 	set := map[string]any{"model": c.Model}
 	path := pathChat
 	switch req.KindOf() {
@@ -55,7 +66,10 @@ func rawBody(c fleet.Candidate, req *fleet.Request, raw map[string]json.RawMessa
 	case fleet.KindGenerate:
 		path = pathCompletions
 	}
-	set["stream"] = true
+	set["stream"] = stream
+	if !stream {
+		set["stream_options"] = nil // a server may refuse it without a stream
+	}
 	opts := map[string]json.RawMessage{}
 	if so := raw["stream_options"]; len(so) > 0 && string(so) != "null" {
 		if err := json.Unmarshal(so, &opts); err != nil {
@@ -63,7 +77,9 @@ func rawBody(c fleet.Candidate, req *fleet.Request, raw map[string]json.RawMessa
 		}
 	}
 	opts["include_usage"] = json.RawMessage("true") // for the history; dropped for a caller that did not ask
-	set["stream_options"] = opts
+	if stream {
+		set["stream_options"] = opts
+	}
 	_, effort := raw["reasoning_effort"]
 	_, reasoning := raw["reasoning"]
 	_, kwargs := raw["chat_template_kwargs"]
@@ -112,23 +128,23 @@ func badRequest(msg string) *fleet.StatusError {
 
 // completionRequest is the body of POST /completions.
 type completionRequest struct {
-	Model             string        `json:"model"`
-	Prompt            string        `json:"prompt"`
-	Suffix            string        `json:"suffix,omitempty"`
-	Stream            bool          `json:"stream"`
-	StreamOptions     streamOptions `json:"stream_options"`
-	Temperature       *float64      `json:"temperature,omitempty"`
-	TopP              *float64      `json:"top_p,omitempty"`
-	TopK              *int          `json:"top_k,omitempty"`
-	MinP              *float64      `json:"min_p,omitempty"`
-	RepeatPenalty     *float64      `json:"repeat_penalty,omitempty"`
-	RepetitionPenalty *float64      `json:"repetition_penalty,omitempty"`
-	PresencePenalty   *float64      `json:"presence_penalty,omitempty"`
-	FrequencyPenalty  *float64      `json:"frequency_penalty,omitempty"`
-	MaxTokens         *int          `json:"max_tokens,omitempty"`
-	Seed              *int          `json:"seed,omitempty"`
-	Stop              []string      `json:"stop,omitempty"`
-	Logprobs          *int          `json:"logprobs,omitempty"`
+	Model             string         `json:"model"`
+	Prompt            string         `json:"prompt"`
+	Suffix            string         `json:"suffix,omitempty"`
+	Stream            bool           `json:"stream"`
+	StreamOptions     *streamOptions `json:"stream_options,omitempty"`
+	Temperature       *float64       `json:"temperature,omitempty"`
+	TopP              *float64       `json:"top_p,omitempty"`
+	TopK              *int           `json:"top_k,omitempty"`
+	MinP              *float64       `json:"min_p,omitempty"`
+	RepeatPenalty     *float64       `json:"repeat_penalty,omitempty"`
+	RepetitionPenalty *float64       `json:"repetition_penalty,omitempty"`
+	PresencePenalty   *float64       `json:"presence_penalty,omitempty"`
+	FrequencyPenalty  *float64       `json:"frequency_penalty,omitempty"`
+	MaxTokens         *int           `json:"max_tokens,omitempty"`
+	Seed              *int           `json:"seed,omitempty"`
+	Stop              []string       `json:"stop,omitempty"`
+	Logprobs          *int           `json:"logprobs,omitempty"`
 }
 
 // newCompletionRequest maps a raw generation (Ollama raw: true, or one
@@ -136,7 +152,7 @@ type completionRequest struct {
 func newCompletionRequest(model string, req *fleet.Request) *completionRequest {
 	o := req.Options
 	cr := &completionRequest{
-		Model: model, Prompt: req.Prompt, Suffix: req.Suffix, Stream: true, StreamOptions: streamOptions{IncludeUsage: true},
+		Model: model, Prompt: req.Prompt, Suffix: req.Suffix, Stream: true, StreamOptions: &streamOptions{IncludeUsage: true},
 		Temperature: o.Temperature, TopP: o.TopP, TopK: o.TopK, MinP: o.MinP,
 		RepeatPenalty: o.RepeatPenalty, RepetitionPenalty: o.RepeatPenalty,
 		PresencePenalty: o.PresencePenalty, FrequencyPenalty: o.FrequencyPenalty,

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -421,12 +422,18 @@ func newEmbedStream(ctx context.Context, cancel context.CancelFunc, body io.Read
 // maxEmbedBody bounds an embedding answer.
 const maxEmbedBody = 256 << 20
 
-func (s *embedStream) Recv() (fleet.Chunk, error) {
+// whole reads the answer's one body on the first call; later calls return
+// io.EOF.
+func (s *embedStream) whole(max int64, what string) ([]byte, error) {
 	if s.done {
-		return fleet.Chunk{}, io.EOF
+		return nil, io.EOF
 	}
 	s.done = true
-	b, err := upstream.ReadAll(s.ctx, s.body, maxEmbedBody, "embeddings")
+	return upstream.ReadAll(s.ctx, s.body, max, what)
+}
+
+func (s *embedStream) Recv() (fleet.Chunk, error) {
+	b, err := s.whole(maxEmbedBody, "embeddings")
 	if err != nil {
 		return fleet.Chunk{}, err
 	}
@@ -490,4 +497,77 @@ func (s *embedStream) Close() error {
 		s.body.Close()
 	})
 	return nil
+}
+
+// wholeStream is a chat or completion answered in one JSON body (the
+// form asked for when a server refuses the streamed one): read whole on
+// the first Recv and handed over as one chunk, the answer complete.
+type wholeStream struct {
+	embedStream
+}
+
+func newWholeStream(ctx context.Context, cancel context.CancelFunc, body io.ReadCloser) *wholeStream {
+	return &wholeStream{embedStream{ctx: ctx, cancel: cancel, body: body}}
+}
+
+// maxWholeBody bounds a whole answer, as a stream's line is bounded.
+const maxWholeBody = 64 << 20
+
+// wholeJSON is a chat.completion or a text_completion.
+type wholeJSON struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		Text    string `json:"text"`
+		Message struct {
+			Content          string         `json:"content"`
+			Reasoning        string         `json:"reasoning"`
+			ReasoningContent string         `json:"reasoning_content"`
+			ToolCalls        []toolCallJSON `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+		Logprobs     *struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"logprobs"`
+	} `json:"choices"`
+	Usage *usageJSON      `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+func (s *wholeStream) Recv() (fleet.Chunk, error) {
+	b, err := s.whole(maxWholeBody, "answer")
+	if err != nil {
+		return fleet.Chunk{}, err
+	}
+	var v wholeJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fleet.Chunk{}, &fleet.MalformedError{Detail: "answer " + clip(b), Err: err}
+	}
+	if isSet(v.Error) {
+		return fleet.Chunk{}, eventError(b)
+	}
+	c := fleet.Chunk{Role: "assistant", Model: v.Model, Raw: b, FinishReason: "stop"}
+	if v.Usage != nil {
+		c.Usage = &fleet.Usage{PromptTokens: v.Usage.PromptTokens, CompletionTokens: v.Usage.CompletionTokens}
+	}
+	if len(v.Choices) == 0 {
+		return c, nil // no answer: the router's empty answer
+	}
+	ch := &v.Choices[0]
+	m := &ch.Message
+	c.Content = m.Content + ch.Text
+	c.Reasoning = cmp.Or(m.Reasoning, m.ReasoningContent)
+	if lp := ch.Logprobs; lp != nil && isSet(lp.Content) {
+		c.Logprobs = lp.Content
+	}
+	for i, tc := range m.ToolCalls {
+		c.ToolCalls = append(c.ToolCalls, fleet.ToolCall{Index: i, ID: tc.ID, Type: tc.Type, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	switch ch.FinishReason {
+	case "":
+	case "error":
+		return fleet.Chunk{}, &fleet.EventError{Message: "finish_reason error: the server failed the request"}
+	default:
+		c.FinishReason = ch.FinishReason
+	}
+	return c, nil
 }
