@@ -90,3 +90,32 @@ func BenchmarkSameDialectStream(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSameDialectComplete is the API's cost of one non-stream
+// request whose caller and upstream speak OpenAI, with n chunks gathered
+// into the one answer.
+func BenchmarkSameDialectComplete(b *testing.B) {
+	const event = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}`
+	for _, n := range []int{8, 100} {
+		b.Run("openai/chunks="+strconv.Itoa(n), func(b *testing.B) {
+			chunks := []fleet.Chunk{{Role: "assistant", Content: "x", Raw: []byte(event)}}
+			for range n {
+				chunks = append(chunks, fleet.Chunk{Content: " tok", Raw: []byte(event)})
+			}
+			chunks = append(chunks, fleet.Chunk{FinishReason: "stop", Raw: []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)},
+				fleet.Chunk{Usage: &fleet.Usage{PromptTokens: 3, CompletionTokens: n}, UsageOnly: true, Raw: []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":8,"total_tokens":11}}`)})
+			r := router.New(router.Fleet{Targets: []router.Target{{Candidate: fleet.Candidate{ID: "a", Provider: fleet.ProviderOpenAI, Enabled: true},
+				Backend: &rawBackend{chunks: chunks}}}, DefaultModel: "a"}, router.Deps{NewID: func() string { return "id" }})
+			s := New(Options{Router: r, Listen: "127.0.0.1:8484"})
+			req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+			req.Host = "127.0.0.1:8484"
+			w := &discard{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				req.Body = io.NopCloser(strings.NewReader(`{"model":"a","messages":[{"role":"user","content":"hi"}]}`))
+				clear(w.h)
+				s.ServeHTTP(w, req)
+			}
+		})
+	}
+}

@@ -745,18 +745,20 @@ func openaiAnswer(req *fleet.Request, ans *answer, object string) any {
 	// The upstream's fields, with what the stream's events could not say
 	// in their own shape put over them.
 	fields := maps.Clone(ans.Fields)
-	b, _ := json.Marshal(out)
-	var mine map[string]json.RawMessage
-	json.Unmarshal(b, &mine)
-	for _, k := range []string{"object", "choices"} {
-		fields[k] = mine[k]
-	}
-	for _, k := range []string{"id", "created", "model", "usage"} {
+	fields["object"] = jsonOf(out.Object)
+	fields["choices"] = jsonOf(out.Choices)
+	for k, v := range map[string]any{"id": out.ID, "created": out.Created, "model": out.Model, "usage": out.Usage} {
 		if _, ok := fields[k]; !ok {
-			fields[k] = mine[k]
+			fields[k] = jsonOf(v)
 		}
 	}
 	return fields
+}
+
+// jsonOf is v encoded; the values it is given always encode.
+func jsonOf(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func (s *Server) openaiModels(w http.ResponseWriter, r *http.Request) {

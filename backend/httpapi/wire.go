@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -163,15 +162,10 @@ type answer struct {
 func assemble(a *router.Answer) *answer {
 	ans := &answer{Answer: a}
 	for _, raw := range a.Events {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(raw, &m) != nil {
-			continue // not an object: nothing to keep
-		}
-		if ans.Fields == nil {
-			ans.Fields = m
-			continue
-		}
-		maps.Copy(ans.Fields, m)
+		// Decoding into the one map puts each event's fields over the
+		// earlier ones. A value that is not an object (or not JSON) is
+		// refused whole before anything is stored: nothing to keep.
+		json.Unmarshal(raw, &ans.Fields)
 	}
 	var lp []byte
 	for _, arr := range a.Logprobs {
