@@ -74,9 +74,11 @@ type Learner struct {
 type samples struct {
 	ring     []time.Duration // warm TTFTs, oldest overwritten first
 	next     int
-	answered time.Time     // when the model last produced a first token: loaded then
-	load     time.Duration // the longest recent load time seen, decayed on each new one
-	stats    *Stats        // percentiles of ring, computed on demand; nil after a change
+	answered time.Time       // when the model last produced a first token: loaded then
+	load     time.Duration   // the longest recent load time seen, decayed on each new one
+	stats    Stats           // percentiles of ring, computed on demand
+	fresh    bool            // stats are ring's; false after a change
+	sorted   []time.Duration // scratch for the percentiles, reused
 }
 
 // New returns a learner without samples.
@@ -96,7 +98,7 @@ func (l *Learner) add(id string, d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.get(id)
-	s.stats = nil
+	s.fresh = false
 	if len(s.ring) < l.s.Window {
 		s.ring = append(s.ring, d)
 		return
@@ -173,12 +175,15 @@ func (l *Learner) Stats(id string) Stats {
 	if !ok {
 		return Stats{}
 	}
-	if s.stats == nil {
-		sorted := slices.Clone(s.ring)
-		slices.Sort(sorted)
-		s.stats = &Stats{N: len(sorted), P50: pct(sorted, 50), P95: pct(sorted, 95), P99: pct(sorted, 99)}
+	if !s.fresh {
+		// Recomputed on each request after a new sample (every one at
+		// concurrency 1): sorted in a buffer kept for it, not a new one.
+		s.sorted = append(s.sorted[:0], s.ring...)
+		slices.Sort(s.sorted)
+		s.stats = Stats{N: len(s.sorted), P50: pct(s.sorted, 50), P95: pct(s.sorted, 95), P99: pct(s.sorted, 99)}
+		s.fresh = true
 	}
-	return *s.stats
+	return s.stats
 }
 
 // pct is the nearest-rank percentile of sorted.

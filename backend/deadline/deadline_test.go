@@ -160,3 +160,18 @@ func TestAnswerAfterThePollMeansResident(t *testing.T) {
 		t.Error("after an answer newer than the poll: cold; want warm")
 	}
 }
+
+// BenchmarkObserveThenFirstToken is the learner's cost per request at
+// concurrency 1: a sample from the last answer, then the next deadline.
+func BenchmarkObserveThenFirstToken(b *testing.B) {
+	l := New(Settings{})
+	c := fleet.Candidate{ID: "a"}
+	for i := range 500 {
+		l.Observe(c, fleet.TTFTSample{TTFT: time.Duration(i%97+1) * time.Millisecond})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Observe(c, fleet.TTFTSample{TTFT: 5 * time.Millisecond})
+		l.FirstToken(c, time.Minute)
+	}
+}
