@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/switchyard/switchyard/backend/fleet"
 )
@@ -212,6 +213,22 @@ func (s *sseReader) line() ([]byte, error) {
 	}
 }
 
+// bufPool holds read buffers of initialBuf bytes, which a stream takes on
+// its first read and gives back when it ends: every answer read one, and
+// it was the largest allocation of a request (docs/BENCHMARKS.md).
+var bufPool = sync.Pool{New: func() any { b := make([]byte, initialBuf); return &b }}
+
+// release gives the read buffer back to bufPool, once no line of it is in
+// use: after the reader's last event, on the goroutine that reads. An
+// event's data is a buffer of its own, which stays.
+func (s *sseReader) release() {
+	if cap(s.buf) == initialBuf {
+		b := s.buf[:initialBuf]
+		bufPool.Put(&b)
+	}
+	s.buf, s.start, s.end = nil, 0, 0
+}
+
 // ended reports whether the body has ended (or failed).
 func (s *sseReader) ended() bool { return s.rerr != nil }
 
@@ -225,6 +242,9 @@ func (s *sseReader) fill() {
 	if s.start > 0 {
 		s.end = copy(s.buf, s.buf[s.start:s.end])
 		s.start = 0
+	}
+	if s.buf == nil && s.max+1 >= initialBuf {
+		s.buf = *bufPool.Get().(*[]byte)
 	}
 	if s.end == len(s.buf) {
 		n := max(2*len(s.buf), min(initialBuf, s.max+1))

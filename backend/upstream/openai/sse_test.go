@@ -228,3 +228,37 @@ func errKind(err error) string {
 	}
 	return fmt.Sprint(err)
 }
+
+// A stream read to its end gives its read buffer back, and the next one
+// reads as well from a buffer that held another body.
+func TestEndedStreamGivesItsBufferBack(t *testing.T) {
+	for range 3 {
+		body := strings.Repeat(chunk(`"delta":{"content":"tok"},"finish_reason":null`), 40) + "data: [DONE]\n\n"
+		s := newStream(context.Background(), func() {}, io.NopCloser(strings.NewReader(body)), maxLine)
+		chunks, err := collect(s)
+		if err != io.EOF || len(chunks) != 40 || chunks[39].Content != "tok" {
+			t.Fatalf("%d chunks, then %v; want 40 of \"tok\", then io.EOF", len(chunks), err)
+		}
+		if s.sse.buf != nil {
+			t.Error("the ended stream still holds its read buffer")
+		}
+		if _, err := s.Recv(); err != io.EOF {
+			t.Errorf("Recv() after the end = %v; want io.EOF again", err)
+		}
+	}
+}
+
+// BenchmarkShortStream is one short answer read whole: the per-stream
+// cost (buffers, decoder) with the per-chunk cost of 10 chunks.
+func BenchmarkShortStream(b *testing.B) {
+	body := strings.Repeat(chunk(`"delta":{"content":" tok"},"finish_reason":null`), 10) + "data: [DONE]\n\n"
+	b.ReportAllocs()
+	for b.Loop() {
+		s := newStream(context.Background(), func() {}, io.NopCloser(strings.NewReader(body)), maxLine)
+		for {
+			if _, err := s.Recv(); err != nil {
+				break
+			}
+		}
+	}
+}

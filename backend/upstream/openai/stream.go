@@ -94,6 +94,15 @@ func newStream(ctx context.Context, cancel context.CancelFunc, body io.ReadClose
 // context's error once it is done, and an error matching net.ErrClosed after
 // Close. Once it returned an error it returns the same error again.
 func (s *stream) Recv() (fleet.Chunk, error) {
+	c, err := s.recv()
+	if err != nil && s.sse != nil {
+		// The end: nothing reads the body's buffer again.
+		s.sse.release()
+	}
+	return c, err
+}
+
+func (s *stream) recv() (fleet.Chunk, error) {
 	if s.err != nil {
 		return fleet.Chunk{}, s.err
 	}
