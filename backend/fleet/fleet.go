@@ -252,6 +252,10 @@ type Chunk struct {
 	// UsageOnly: the event reports usage and nothing else (the last event
 	// of an OpenAI stream with include_usage).
 	UsageOnly bool
+	// Whole: the chunk is a whole answer, asked for unstreamed (a server
+	// that refused the streamed form): when it arrived says nothing of
+	// the server's time to a first token.
+	Whole bool
 	// Raw is the upstream's event as it came (an SSE data payload, an
 	// NDJSON line, a JSON body), for a caller of the same dialect: it keeps
 	// every field the upstream sent. It is only valid until the next Recv.

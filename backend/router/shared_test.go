@@ -412,3 +412,22 @@ func TestPingsDoNotHoldOffTheStall(t *testing.T) {
 		}
 	})
 }
+
+// A whole answer asked for unstreamed (a server that refused the streamed
+// form) arrives when the answer is done: its time is no TTFT sample.
+func TestWholeAnswerIsNoSample(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		whole := script{steps: []step{{wait: 3 * time.Second, chunk: fleet.Chunk{Content: "A", FinishReason: "stop", Whole: true}}}}
+		f := newFake(map[string]script{"a": whole})
+		fl := testFleet(f, Settings{})
+		spy := &spyDeadlines{d: 10 * time.Second}
+		r := New(fl, Deps{Recorder: &memRecorder{}, Deadlines: spy})
+		if _, err := r.Complete(t.Context(), &fleet.Request{Model: "a"}); err != nil {
+			t.Fatal(err)
+		}
+		samples := spy.taught()
+		if len(samples) != 1 || !samples[0].Queued {
+			t.Errorf("samples %+v; want one, not taken for a warm TTFT", samples)
+		}
+	})
+}

@@ -26,6 +26,11 @@ func (ru *run) commit(a *attempt) (*Stream, *halt) {
 		// Its server said it was busy while the attempt waited.
 		a.queued = true
 	}
+	if a.buf[len(a.buf)-1].Whole {
+		// A whole answer asked for unstreamed: its time is the answer's,
+		// not a first token's, and no sample of the server's TTFT.
+		a.queued = true
+	}
 	if !a.queued {
 		// It may have waited behind a request that started with it or
 		// after it, and may have ended since.

@@ -554,7 +554,7 @@ func (s *wholeStream) Recv() (fleet.Chunk, error) {
 	if isSet(v.Error) {
 		return fleet.Chunk{}, eventError(b)
 	}
-	c := fleet.Chunk{Role: "assistant", Model: v.Model, Raw: b, FinishReason: "stop"}
+	c := fleet.Chunk{Role: "assistant", Model: v.Model, Raw: b, FinishReason: "stop", Whole: true}
 	if v.Usage != nil {
 		c.Usage = &fleet.Usage{PromptTokens: v.Usage.PromptTokens, CompletionTokens: v.Usage.CompletionTokens}
 	}

@@ -68,7 +68,7 @@ func TestRefusedStreamIsAskedWhole(t *testing.T) {
 			}
 			want := fleet.Chunk{Role: "assistant", Content: "ok", Reasoning: "hm", Model: "m", FinishReason: "tool_calls",
 				ToolCalls: []fleet.ToolCall{{ID: "c1", Type: "function", Name: "f", Arguments: "{}"}},
-				Usage:     &fleet.Usage{PromptTokens: 3, CompletionTokens: 1}, Logprobs: json.RawMessage(`[{"token":"ok","logprob":-1}]`)}
+				Usage:     &fleet.Usage{PromptTokens: 3, CompletionTokens: 1}, Logprobs: json.RawMessage(`[{"token":"ok","logprob":-1}]`), Whole: true}
 			if !strings.Contains(string(ch.Raw), `"timings"`) {
 				t.Errorf("Raw = %s; want the server's body", ch.Raw)
 			}
