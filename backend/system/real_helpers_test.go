@@ -90,7 +90,10 @@ type realAnswer struct {
 	complete  bool   // [DONE] or done:true arrived
 }
 
-var realClient = &http.Client{Timeout: 2 * time.Minute}
+// realClient opens a connection per request: servers come and go from
+// test to test on ports the kernel hands out again, and a connection kept
+// alive to one an earlier test killed answers the next POST with EOF.
+var realClient = &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{DisableKeepAlives: true}}
 
 // chat posts body to path (/v1/chat/completions or /api/chat) at base and
 // reads the answer in that protocol, streamed or not as body says.
