@@ -1,5 +1,7 @@
 package fleet
 
+import "encoding/json"
+
 // MaxErrorText bounds an error text kept in a record or an event.
 const MaxErrorText = 1024
 
@@ -18,3 +20,7 @@ func ClipTo(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// IsSet reports whether a JSON field was sent with a value: present and not
+// null.
+func IsSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }

@@ -74,7 +74,7 @@ func (q *oaTextRequest) toFleet() (*fleet.Request, error) {
 	if q.BestOf != nil && *q.BestOf > 1 {
 		req.DialectOnly = append(req.DialectOnly, "best_of")
 	}
-	if isSet(q.LogitBias) {
+	if fleet.IsSet(q.LogitBias) {
 		req.DialectOnly = append(req.DialectOnly, "logit_bias")
 	}
 	return req, nil
@@ -83,7 +83,7 @@ func (q *oaTextRequest) toFleet() (*fleet.Request, error) {
 // onePrompt reads a completion's prompt: a string, or an array of one
 // string. Several prompts (several answers) and token ids are refused.
 func onePrompt(raw json.RawMessage) (string, error) {
-	if !isSet(raw) {
+	if !fleet.IsSet(raw) {
 		return "", errors.New("prompt: required")
 	}
 	var s string
@@ -95,11 +95,6 @@ func onePrompt(raw json.RawMessage) (string, error) {
 		return list[0], nil
 	}
 	return "", errors.New("prompt: Switchyard takes one prompt per request, as a string")
-}
-
-// isSet reports whether a raw JSON field is present and not null.
-func isSet(raw json.RawMessage) bool {
-	return len(raw) > 0 && string(raw) != "null"
 }
 
 // openaiCompletions is POST /v1/completions: a prompt's continuation,
@@ -138,7 +133,7 @@ type oaEmbedRequest struct {
 // embedInput reads the texts to embed: a string or an array of strings.
 // Token ids are refused: they belong to one model's vocabulary.
 func embedInput(raw json.RawMessage, field string) ([]string, error) {
-	if !isSet(raw) {
+	if !fleet.IsSet(raw) {
 		return nil, errors.New(field + ": required")
 	}
 	var s string

@@ -162,7 +162,7 @@ func ollamaOptions(m map[string]any) (fleet.Options, error) {
 func ollamaOnly(fields map[string]json.RawMessage, options map[string]any) []string {
 	var only []string
 	for _, k := range []string{"context", "template"} {
-		if v := fields[k]; isSet(v) && string(v) != `""` && string(v) != "[]" {
+		if v := fields[k]; fleet.IsSet(v) && string(v) != `""` && string(v) != "[]" {
 			only = append(only, k)
 		}
 	}
@@ -545,7 +545,7 @@ func (s *Server) ollamaLoad(w http.ResponseWriter, r *http.Request, model string
 		if !gen {
 			body["messages"] = []any{}
 		}
-		if ka := fields["keep_alive"]; isSet(ka) {
+		if ka := fields["keep_alive"]; fleet.IsSet(ka) {
 			body["keep_alive"] = ka
 		}
 		s.forward(w, r, c, http.MethodPost, path, body, writeOllamaError)

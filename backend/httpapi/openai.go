@@ -114,7 +114,7 @@ func (q *oaRequest) toFleet() (*fleet.Request, error) {
 	}
 	req.Options = opts
 	req.ToolChoice = q.ToolChoice
-	if isSet(q.LogitBias) {
+	if fleet.IsSet(q.LogitBias) {
 		req.DialectOnly = append(req.DialectOnly, "logit_bias")
 	}
 	for i, m := range q.Messages {

@@ -90,7 +90,7 @@ func (s *Server) readResponses(body json.RawMessage) (*responsesRequest, error) 
 	if err := q.refuse(); err != nil {
 		return nil, err
 	}
-	if !isSet(q.Input) {
+	if !fleet.IsSet(q.Input) {
 		return nil, errors.New("input: required (a string or a list of input items)")
 	}
 	if err := q.continued(); err != nil {
@@ -307,11 +307,11 @@ func (q *responsesRequest) toFleet() (*fleet.Request, error) {
 // such.
 func (q *responsesRequest) refuse() error {
 	switch {
-	case isSet(q.Conversation):
+	case fleet.IsSet(q.Conversation):
 		return errors.New("conversation: Switchyard stores no conversations; send the whole conversation as input")
 	case q.Background:
 		return errors.New("background: Switchyard answers in the foreground only; it stores no responses to poll")
-	case isSet(q.Prompt):
+	case fleet.IsSet(q.Prompt):
 		return errors.New("prompt: stored prompt templates live at OpenAI; send instructions and input instead")
 	}
 	return nil
@@ -373,7 +373,7 @@ func (q *responsesRequest) functions() ([]fleet.Tool, error) {
 		}
 		out = append(out, fleet.Tool{Type: "function", Function: fleet.ToolFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
 	}
-	if !isSet(q.ToolChoice) {
+	if !fleet.IsSet(q.ToolChoice) {
 		return out, nil
 	}
 	var choice string
@@ -400,7 +400,7 @@ func (q *responsesRequest) format(chat *api.ChatRequest) error {
 	case "json_object":
 		chat.Format = json.RawMessage(`"json"`)
 	case "json_schema":
-		if !isSet(f.Schema) {
+		if !fleet.IsSet(f.Schema) {
 			return errors.New("text.format.schema: required with type json_schema")
 		}
 	default:

@@ -190,7 +190,7 @@ func (s *stream) decode(b []byte) (fleet.Chunk, error) {
 	if err := json.Unmarshal(b, &s.line); err != nil {
 		return fleet.Chunk{}, s.malformed(b, err)
 	}
-	if isSet(s.line.Error) {
+	if fleet.IsSet(s.line.Error) {
 		msg := upstream.ErrorMessage(b)
 		if msg == "" {
 			msg = "unknown error"
@@ -219,7 +219,7 @@ func (s *stream) decode(b []byte) (fleet.Chunk, error) {
 	}
 	c.Content = r.Message.Content + r.Response
 	c.Reasoning = r.Message.Thinking + r.Thinking
-	if isSet(r.Logprobs) {
+	if fleet.IsSet(r.Logprobs) {
 		c.Logprobs = r.Logprobs
 	}
 	calls := r.Message.ToolCalls
@@ -257,10 +257,6 @@ func (s *stream) malformed(b []byte, err error) error {
 	}
 }
 
-func isSet(raw json.RawMessage) bool {
-	return len(raw) > 0 && string(raw) != "null"
-}
-
 // embedStream is the answer of /api/embed (or legacy /api/embeddings): one
 // JSON object, read whole on the first Recv and handed over as one chunk.
 type embedStream struct {
@@ -296,7 +292,7 @@ func (s *embedStream) Recv() (fleet.Chunk, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fleet.Chunk{}, &fleet.MalformedError{Detail: "ollama embeddings " + upstream.Clip(string(b), 120), Err: err}
 	}
-	if isSet(v.Error) {
+	if fleet.IsSet(v.Error) {
 		return fleet.Chunk{}, upstream.EventError(upstream.ErrorMessage(b), "")
 	}
 	c := fleet.Chunk{Model: v.Model, Embeddings: v.Embeddings, FinishReason: "stop", Raw: b,

@@ -259,7 +259,7 @@ func (s *stream) decode(data []byte) (fleet.Chunk, error) {
 	if err := s.unmarshal(data, d); err != nil {
 		return fleet.Chunk{}, &fleet.MalformedError{Detail: "chunk " + clip(data), Err: err}
 	}
-	if isSet(d.Error) {
+	if fleet.IsSet(d.Error) {
 		return fleet.Chunk{}, eventError(data)
 	}
 	if string(d.Object) == `"error"` {
@@ -276,7 +276,7 @@ func (s *stream) decode(data []byte) (fleet.Chunk, error) {
 	ch := &d.Choices[0]
 	c.Role = ch.Delta.Role
 	c.Content = ch.Delta.Content + ch.Text
-	if lp := ch.Logprobs; lp != nil && isSet(lp.Content) {
+	if lp := ch.Logprobs; lp != nil && fleet.IsSet(lp.Content) {
 		c.Logprobs = bytes.Clone(lp.Content)
 	}
 	c.Reasoning = ch.Delta.Reasoning
@@ -361,7 +361,7 @@ func eventError(raw []byte) *fleet.EventError {
 	if json.Unmarshal(raw, &v) != nil {
 		return upstream.EventError(orRaw("", raw), "")
 	}
-	if isSet(v.Error) {
+	if fleet.IsSet(v.Error) {
 		var s string
 		if json.Unmarshal(v.Error, &s) == nil {
 			return upstream.EventError(orRaw(s, raw), "")
@@ -382,7 +382,7 @@ func eventError(raw []byte) *fleet.EventError {
 // code renders an error code as the server sent it: a string unquoted, a
 // number as written, null or absent as "".
 func code(raw json.RawMessage) string {
-	if !isSet(raw) {
+	if !fleet.IsSet(raw) {
 		return ""
 	}
 	var s string
@@ -390,10 +390,6 @@ func code(raw json.RawMessage) string {
 		return s
 	}
 	return string(raw)
-}
-
-func isSet(raw json.RawMessage) bool {
-	return len(raw) > 0 && string(raw) != "null"
 }
 
 // orRaw is msg, or the start of raw when the server gave no message.
@@ -458,7 +454,7 @@ func (s *embedStream) Recv() (fleet.Chunk, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fleet.Chunk{}, &fleet.MalformedError{Detail: "embeddings " + clip(b), Err: err}
 	}
-	if isSet(v.Error) {
+	if fleet.IsSet(v.Error) {
 		return fleet.Chunk{}, eventError(b)
 	}
 	if len(v.Data) == 0 {
@@ -551,7 +547,7 @@ func (s *wholeStream) Recv() (fleet.Chunk, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fleet.Chunk{}, &fleet.MalformedError{Detail: "answer " + clip(b), Err: err}
 	}
-	if isSet(v.Error) {
+	if fleet.IsSet(v.Error) {
 		return fleet.Chunk{}, eventError(b)
 	}
 	c := fleet.Chunk{Role: "assistant", Model: v.Model, Raw: b, FinishReason: "stop", Whole: true}
@@ -565,7 +561,7 @@ func (s *wholeStream) Recv() (fleet.Chunk, error) {
 	m := &ch.Message
 	c.Content = m.Content + ch.Text
 	c.Reasoning = cmp.Or(m.Reasoning, m.ReasoningContent)
-	if lp := ch.Logprobs; lp != nil && isSet(lp.Content) {
+	if lp := ch.Logprobs; lp != nil && fleet.IsSet(lp.Content) {
 		c.Logprobs = lp.Content
 	}
 	for i, tc := range m.ToolCalls {
