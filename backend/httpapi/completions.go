@@ -228,7 +228,7 @@ func (s *Server) openaiModel(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeOpenAIErrorCode(w, http.StatusNotFound, "invalid_request_error", "model_not_found",
-		"The model '"+clipText(id, MaxModelName)+"' does not exist (GET /v1/models lists them)")
+		"The model '"+fleet.ClipTo(id, MaxModelName)+"' does not exist (GET /v1/models lists them)")
 }
 
 // modelIDs are the names /v1/models lists: auto and the enabled candidates.

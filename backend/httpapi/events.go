@@ -162,7 +162,7 @@ func (h *Hub) PublishGPU(s gpu.Sample) { h.publish(hubEvent{gpu: &s}) }
 func (h *Hub) PublishConfig(err error) {
 	ev := schema.ConfigEvent{OK: err == nil}
 	if err != nil {
-		ev.Error = clipText(err.Error(), maxErrorBody)
+		ev.Error = fleet.ClipTo(err.Error(), maxErrorBody)
 	}
 	h.publish(hubEvent{config: &ev})
 }

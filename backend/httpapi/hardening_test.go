@@ -76,10 +76,10 @@ func TestStrictRequests(t *testing.T) {
 			w := httptest.NewRecorder()
 			s.ServeHTTP(w, req)
 			if w.Code != tt.wantStatus {
-				t.Fatalf("status = %d; want %d (body %s)", w.Code, tt.wantStatus, clipText(w.Body.String(), 300))
+				t.Fatalf("status = %d; want %d (body %s)", w.Code, tt.wantStatus, fleet.ClipTo(w.Body.String(), 300))
 			}
 			if !strings.Contains(w.Body.String(), tt.wantBody) {
-				t.Errorf("body = %s; want it to contain %s", clipText(w.Body.String(), 300), tt.wantBody)
+				t.Errorf("body = %s; want it to contain %s", fleet.ClipTo(w.Body.String(), 300), tt.wantBody)
 			}
 			if w.Body.Len() > 2048 {
 				t.Errorf("a %d-byte error body: caller strings must not be echoed unbounded", w.Body.Len())

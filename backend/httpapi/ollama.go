@@ -78,7 +78,7 @@ func ollamaRequest(q *api.ChatRequest) (*fleet.Request, error) {
 // ollamaThink reads think: true or false, or a level.
 func ollamaThink(t *api.ThinkValue, req *fleet.Request) error {
 	if !t.IsValid() {
-		return fmt.Errorf("think: invalid value %s (use true, false, \"low\", \"medium\" or \"high\")", clipText(fmt.Sprint(t.Value), 40))
+		return fmt.Errorf("think: invalid value %s (use true, false, \"low\", \"medium\" or \"high\")", fleet.ClipTo(fmt.Sprint(t.Value), 40))
 	}
 	if t == nil {
 		return nil
@@ -567,7 +567,7 @@ func (s *Server) ollamaLoad(w http.ResponseWriter, r *http.Request, model string
 // ollamaNotFound answers a model no candidate serves, as Ollama words it.
 func (s *Server) ollamaNotFound(w http.ResponseWriter, model string, err error) {
 	if errors.Is(err, fleet.ErrUnknownModel) {
-		writeOllamaError(w, http.StatusNotFound, fmt.Sprintf("model '%s' not found (GET /api/tags lists the models Switchyard serves)", clipText(model, MaxModelName)))
+		writeOllamaError(w, http.StatusNotFound, fmt.Sprintf("model '%s' not found (GET /api/tags lists the models Switchyard serves)", fleet.ClipTo(model, MaxModelName)))
 		return
 	}
 	writeOllamaError(w, http.StatusServiceUnavailable, err.Error())

@@ -69,7 +69,7 @@ type upstreamStatus struct {
 }
 
 func (e *upstreamStatus) Error() string {
-	return fmt.Sprintf("HTTP %d: %s", e.code, clipText(string(bytes.TrimSpace(e.body)), 300))
+	return fmt.Sprintf("HTTP %d: %s", e.code, fleet.ClipTo(string(bytes.TrimSpace(e.body)), 300))
 }
 
 // byServer asks each distinct server of the enabled candidates that match
@@ -210,7 +210,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, show)
 			return
 		}
-		view["note"] = "the server did not answer: " + clipText(err.Error(), 200)
+		view["note"] = "the server did not answer: " + fleet.ClipTo(err.Error(), 200)
 	}
 	writeJSON(w, http.StatusOK, s.showOf(r.Context(), c, view))
 }
@@ -339,7 +339,7 @@ func (s *Server) ollamaManage(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		json.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&q)
 	}
-	model := clipText(cmp.Or(q.Model, q.Name), MaxModelName)
+	model := fleet.ClipTo(cmp.Or(q.Model, q.Name), MaxModelName)
 	var hosts []string
 	for _, t := range s.o.Router.Fleet().Targets {
 		c := t.Candidate

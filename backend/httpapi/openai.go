@@ -245,7 +245,7 @@ func checkRole(role string, roles []string) error {
 		return errors.New("required")
 	}
 	if !slices.Contains(roles, role) {
-		return fmt.Errorf("%q is not a role (use %s)", clipText(role, 40), strings.Join(roles, ", "))
+		return fmt.Errorf("%q is not a role (use %s)", fleet.ClipTo(role, 40), strings.Join(roles, ", "))
 	}
 	return nil
 }
@@ -284,7 +284,7 @@ func oaContent(raw json.RawMessage, m *fleet.Message) error {
 			}
 			m.Images = append(m.Images, data)
 		default:
-			return fmt.Errorf("unsupported content part type %q", clipText(p.Type, 40))
+			return fmt.Errorf("unsupported content part type %q", fleet.ClipTo(p.Type, 40))
 		}
 	}
 	m.Content = text.String()

@@ -25,7 +25,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c fleet.Candida
 	h := http.Header{"Content-Type": {"application/json"}, "Accept": {r.Header.Get("Accept")}}
 	resp, err := s.o.Upstreams.Do(r.Context(), c, method, path, h, bytes.NewReader(b))
 	if err != nil {
-		writeErr(w, http.StatusBadGateway, fmt.Sprintf("the server of candidate %s (%s) did not answer: %v", c.ID, c.URL, clipText(err.Error(), 300)))
+		writeErr(w, http.StatusBadGateway, fmt.Sprintf("the server of candidate %s (%s) did not answer: %v", c.ID, c.URL, fleet.ClipTo(err.Error(), 300)))
 		return
 	}
 	defer resp.Body.Close()
@@ -77,7 +77,7 @@ func hopHeader(k string) bool {
 func (s *Server) passThrough(writeErr func(http.ResponseWriter, int, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.o.Upstreams == nil {
-			writeErr(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+clipText(r.URL.Path, 200))
+			writeErr(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+fleet.ClipTo(r.URL.Path, 200))
 			return
 		}
 		rc := http.NewResponseController(w)
@@ -114,7 +114,7 @@ func (s *Server) passThrough(writeErr func(http.ResponseWriter, int, string)) ht
 		}
 		if i == len(cands) {
 			w.Header().Set("Retry-After", "1")
-			writeErr(w, http.StatusServiceUnavailable, fmt.Sprintf("no candidate that serves %s is available now", clipText(r.URL.Path, 200)))
+			writeErr(w, http.StatusServiceUnavailable, fmt.Sprintf("no candidate that serves %s is available now", fleet.ClipTo(r.URL.Path, 200)))
 			return
 		}
 		c := cands[i]
@@ -134,7 +134,7 @@ func (s *Server) passThrough(writeErr func(http.ResponseWriter, int, string)) ht
 		}
 		resp, err := s.o.Upstreams.Do(r.Context(), c, r.Method, path, h, bytes.NewReader(body))
 		if err != nil {
-			writeErr(w, http.StatusBadGateway, fmt.Sprintf("the server of candidate %s did not answer: %v", c.ID, clipText(err.Error(), 300)))
+			writeErr(w, http.StatusBadGateway, fmt.Sprintf("the server of candidate %s did not answer: %v", c.ID, fleet.ClipTo(err.Error(), 300)))
 			return
 		}
 		defer resp.Body.Close()

@@ -107,7 +107,7 @@ func (q *responsesRequest) resolve(st *responseStore) error {
 		if q.context, ok = st.conversation(q.PreviousResponseID); !ok {
 			return &paramError{param: "previous_response_id", code: "previous_response_not_found", err: fmt.Errorf(
 				"previous_response_id: no response %q is kept here (Switchyard keeps responses in memory %s, "+
-					"and not those made with store: false); send the whole conversation as input", clipText(q.PreviousResponseID, 100), st.kept())}
+					"and not those made with store: false); send the whole conversation as input", fleet.ClipTo(q.PreviousResponseID, 100), st.kept())}
 		}
 	}
 	var text string
@@ -152,7 +152,7 @@ func (q *responsesRequest) resolve(st *responseStore) error {
 			return &paramError{param: "input", err: fmt.Errorf(
 				"input[%d]: item_reference %q names no item kept here (Switchyard keeps the output items of responses in memory %s, "+
 					"and not those of responses made with store: false); send the item itself (with the AI SDK: providerOptions: {openai: {store: false}})",
-				i, clipText(ref.ID, 100), st.kept())}
+				i, fleet.ClipTo(ref.ID, 100), st.kept())}
 		}
 		q.own[i], q.rewritten = item, true
 	}
@@ -181,7 +181,7 @@ func flatOutput(raw, output json.RawMessage) (json.RawMessage, error) {
 	for j, p := range parts {
 		switch {
 		case p.Type != "input_text" && p.Type != "output_text":
-			return nil, fmt.Errorf("output[%d]: a tool result passes on text parts only (input_text), not %q", j, clipText(p.Type, 50))
+			return nil, fmt.Errorf("output[%d]: a tool result passes on text parts only (input_text), not %q", j, fleet.ClipTo(p.Type, 50))
 		case p.Text == nil:
 			return nil, fmt.Errorf("output[%d].text: required", j)
 		}
@@ -242,7 +242,7 @@ func (e *paramError) Unwrap() error { return e.err }
 // writeRequestError writes err, an error in a request, in OpenAI's shape:
 // with its param and code when it is a paramError.
 func writeRequestError(w http.ResponseWriter, err error) {
-	msg := clipText(err.Error(), maxErrorBody)
+	msg := fleet.ClipTo(err.Error(), maxErrorBody)
 	var pe *paramError
 	if !errors.As(err, &pe) {
 		writeOpenAIStatus(w, http.StatusBadRequest, msg)
@@ -366,7 +366,7 @@ func (q *responsesRequest) functions() ([]fleet.Tool, error) {
 			return nil, fmt.Errorf("tools[%d]: %v", i, err)
 		}
 		if t.Type != "function" {
-			return nil, fmt.Errorf("tools[%d]: %q is a tool OpenAI runs on its own servers; Switchyard's servers have none, only \"function\" tools", i, clipText(t.Type, 40))
+			return nil, fmt.Errorf("tools[%d]: %q is a tool OpenAI runs on its own servers; Switchyard's servers have none, only \"function\" tools", i, fleet.ClipTo(t.Type, 40))
 		}
 		if t.Name == "" {
 			return nil, fmt.Errorf("tools[%d].name: required", i)
@@ -385,7 +385,7 @@ func (q *responsesRequest) functions() ([]fleet.Tool, error) {
 			return nil, nil
 		}
 	}
-	return nil, fmt.Errorf("tool_choice: only \"auto\" and \"none\" are supported; Switchyard cannot make its servers call a tool (got %s)", clipText(string(q.ToolChoice), 100))
+	return nil, fmt.Errorf("tool_choice: only \"auto\" and \"none\" are supported; Switchyard cannot make its servers call a tool (got %s)", fleet.ClipTo(string(q.ToolChoice), 100))
 }
 
 // format completes the format Ollama's translation set from text.format: it
@@ -404,7 +404,7 @@ func (q *responsesRequest) format(chat *api.ChatRequest) error {
 			return errors.New("text.format.schema: required with type json_schema")
 		}
 	default:
-		return fmt.Errorf("text.format.type: %q is not a format (use text, json_schema or json_object)", clipText(f.Type, 40))
+		return fmt.Errorf("text.format.type: %q is not a format (use text, json_schema or json_object)", fleet.ClipTo(f.Type, 40))
 	}
 	return nil
 }

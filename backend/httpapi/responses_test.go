@@ -924,7 +924,7 @@ func checkParsed(t *testing.T, path string, v reflect.Value) {
 					t.Errorf("%s.%s: missing", path, name)
 				}
 			case !field.Valid() && field.Raw() != respjson.Null:
-				t.Errorf("%s.%s: %s is not what the SDK expects", path, name, clipText(field.Raw(), 200))
+				t.Errorf("%s.%s: %s is not what the SDK expects", path, name, fleet.ClipTo(field.Raw(), 200))
 			case field.Valid():
 				checkParsed(t, path+"."+name, v.Field(i))
 			}

@@ -60,9 +60,9 @@ func (s *Server) bodyError(err error) (int, error) {
 	case errors.As(err, &se):
 		return http.StatusBadRequest, fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, err)
 	case errors.As(err, &te):
-		return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", clipText(te.Field, 100), te.Type, te.Value)
+		return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", fleet.ClipTo(te.Field, 100), te.Type, te.Value)
 	}
-	return http.StatusBadRequest, fmt.Errorf("malformed JSON: %v", clipText(err.Error(), 200))
+	return http.StatusBadRequest, fmt.Errorf("malformed JSON: %v", fleet.ClipTo(err.Error(), 200))
 }
 
 // blankBufs are blankRest's read buffers: a buffer handed to an io.Reader
@@ -106,17 +106,6 @@ func checkModel(name string) error {
 
 // maxErrorBody is the longest error message sent to a caller.
 const maxErrorBody = 4096
-
-// clipText cuts s to at most n bytes on a rune boundary, marking the cut.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
 
 // failRoute answers a request the router could not serve, before anything
 // was written, with write (the caller's protocol); a caller that went away
@@ -198,7 +187,7 @@ func appendArray(dst, arr []byte) []byte {
 }
 
 func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, write func(http.ResponseWriter, int, string)) {
-	status, msg := http.StatusInternalServerError, clipText(err.Error(), maxErrorBody)
+	status, msg := http.StatusInternalServerError, fleet.ClipTo(err.Error(), maxErrorBody)
 	var re *router.Error
 	if errors.As(err, &re) {
 		status = failureStatus(re.Failure, re.Attempts)

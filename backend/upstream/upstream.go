@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/switchyard/switchyard/backend/fleet"
 )
@@ -220,14 +219,10 @@ func Unsupported(msg string) string {
 // known dialects: {"error":{"message":...}}, {"error":"..."},
 // {"object":"error","message":...}, {"message":...}. Anything else (HTML,
 // plain text) is returned trimmed and cut to 200 bytes; any message to
-// MaxMessage bytes.
+// fleet.MaxErrorText bytes.
 func ErrorMessage(body []byte) string {
-	return Clip(errorMessage(body), MaxMessage)
+	return fleet.Clip(errorMessage(body))
 }
-
-// MaxMessage is the longest upstream error message kept: it is stored in
-// history and sent to callers and event subscribers.
-const MaxMessage = 1024
 
 func errorMessage(body []byte) string {
 	body = bytes.TrimSpace(body)
@@ -256,7 +251,7 @@ func errorMessage(body []byte) string {
 			return v.Detail
 		}
 	}
-	return Clip(string(body), 200)
+	return fleet.ClipTo(string(body), 200)
 }
 
 // RetryAfter reads Retry-After given in seconds (the form model servers
@@ -271,17 +266,6 @@ func RetryAfter(h http.Header) time.Duration {
 		return 0
 	}
 	return time.Duration(secs * float64(time.Second))
-}
-
-// Clip cuts s to at most n bytes on a rune boundary, marking the cut.
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // ReadAll reads a whole answer (an embedding, a model list) of at most max

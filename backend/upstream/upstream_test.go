@@ -63,8 +63,8 @@ func TestStatusError(t *testing.T) {
 func TestErrorMessageIsBounded(t *testing.T) {
 	long := strings.Repeat("é", 3000)
 	for _, body := range []string{`{"error":"` + long + `"}`, `{"error":{"message":"` + long + `"}}`} {
-		if got := ErrorMessage([]byte(body)); len(got) > MaxMessage+len("…") {
-			t.Errorf("ErrorMessage() of a %d-byte message = %d bytes; want at most %d", len(long), len(got), MaxMessage)
+		if got := ErrorMessage([]byte(body)); len(got) > fleet.MaxErrorText+len("…") {
+			t.Errorf("ErrorMessage() of a %d-byte message = %d bytes; want at most %d", len(long), len(got), fleet.MaxErrorText)
 		}
 	}
 	if got := ErrorMessage([]byte(strings.Repeat("x", 5000))); len(got) > 200+len("…") {

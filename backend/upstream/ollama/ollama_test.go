@@ -367,7 +367,7 @@ func TestChatStreamStatus(t *testing.T) {
 		{
 			name:    "HTML 502 from a proxy",
 			handler: answer(502, "text/html", html502),
-			want:    fleet.StatusError{StatusCode: 502, Message: upstream.Clip(strings.TrimSpace(html502), 200)},
+			want:    fleet.StatusError{StatusCode: 502, Message: fleet.ClipTo(strings.TrimSpace(html502), 200)},
 		},
 		{
 			name:    "redirect is not followed",

@@ -108,7 +108,7 @@ func toolChoice(raw json.RawMessage) string {
 		} `json:"function"`
 	}
 	json.Unmarshal(raw, &named)
-	return "function " + upstream.Clip(named.Function.Name, 64)
+	return "function " + fleet.ClipTo(named.Function.Name, 64)
 }
 
 // keepAlive reads Ollama's keep_alive as the caller sent it; nil when

@@ -252,7 +252,7 @@ func (s *stream) decode(b []byte) (fleet.Chunk, error) {
 
 func (s *stream) malformed(b []byte, err error) error {
 	return &fleet.MalformedError{
-		Detail: fmt.Sprintf("ollama line %d %q", s.lines, upstream.Clip(string(b), 120)),
+		Detail: fmt.Sprintf("ollama line %d %q", s.lines, fleet.ClipTo(string(b), 120)),
 		Err:    err,
 	}
 }
@@ -290,7 +290,7 @@ func (s *embedStream) Recv() (fleet.Chunk, error) {
 		Error     json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return fleet.Chunk{}, &fleet.MalformedError{Detail: "ollama embeddings " + upstream.Clip(string(b), 120), Err: err}
+		return fleet.Chunk{}, &fleet.MalformedError{Detail: "ollama embeddings " + fleet.ClipTo(string(b), 120), Err: err}
 	}
 	if fleet.IsSet(v.Error) {
 		return fleet.Chunk{}, upstream.EventError(upstream.ErrorMessage(b), "")
@@ -301,7 +301,7 @@ func (s *embedStream) Recv() (fleet.Chunk, error) {
 		c.Embeddings = [][]float32{v.Embedding}
 	}
 	if len(c.Embeddings) == 0 || len(c.Embeddings[0]) == 0 {
-		return fleet.Chunk{}, &fleet.MalformedError{Detail: "ollama embeddings answer without a vector: " + upstream.Clip(string(b), 120)}
+		return fleet.Chunk{}, &fleet.MalformedError{Detail: "ollama embeddings answer without a vector: " + fleet.ClipTo(string(b), 120)}
 	}
 	return c, nil
 }

@@ -407,7 +407,7 @@ func orRaw(msg string, raw []byte) string {
 // that (b may be megabytes).
 func clip(b []byte) string {
 	const n = 200
-	return upstream.Clip(string(b[:min(len(b), n+1)]), n)
+	return fleet.ClipTo(string(b[:min(len(b), n+1)]), n)
 }
 
 // embedStream is the answer of /embeddings: one JSON object, read whole on
