@@ -208,20 +208,25 @@ type chunkJSON struct {
 
 type choiceJSON struct {
 	// Text is a completion's (/completions) text.
-	Text  string `json:"text"`
-	Delta struct {
-		Role             string         `json:"role"`
-		Content          string         `json:"content"`
-		Reasoning        string         `json:"reasoning"`
-		ReasoningContent string         `json:"reasoning_content"`
-		ToolCalls        []toolCallJSON `json:"tool_calls"`
-	} `json:"delta"`
-	FinishReason string `json:"finish_reason"`
+	Text         string      `json:"text"`
+	Delta        messageJSON `json:"delta"`
+	FinishReason string      `json:"finish_reason"`
 	// Logprobs: a chat chunk's {"content":[...]}; a completion's older
 	// shape has no content and is kept in Raw only.
-	Logprobs *struct {
-		Content json.RawMessage `json:"content"`
-	} `json:"logprobs"`
+	Logprobs *logprobsJSON `json:"logprobs"`
+}
+
+// messageJSON is a chunk's delta, or a whole answer's message.
+type messageJSON struct {
+	Role             string         `json:"role"`
+	Content          string         `json:"content"`
+	Reasoning        string         `json:"reasoning"`
+	ReasoningContent string         `json:"reasoning_content"`
+	ToolCalls        []toolCallJSON `json:"tool_calls"`
+}
+
+type logprobsJSON struct {
+	Content json.RawMessage `json:"content"`
 }
 
 type toolCallJSON struct {
@@ -522,17 +527,10 @@ const maxWholeBody = 64 << 20
 type wholeJSON struct {
 	Model   string `json:"model"`
 	Choices []struct {
-		Text    string `json:"text"`
-		Message struct {
-			Content          string         `json:"content"`
-			Reasoning        string         `json:"reasoning"`
-			ReasoningContent string         `json:"reasoning_content"`
-			ToolCalls        []toolCallJSON `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-		Logprobs     *struct {
-			Content json.RawMessage `json:"content"`
-		} `json:"logprobs"`
+		Text         string        `json:"text"`
+		Message      messageJSON   `json:"message"`
+		FinishReason string        `json:"finish_reason"`
+		Logprobs     *logprobsJSON `json:"logprobs"`
 	} `json:"choices"`
 	Usage *usageJSON      `json:"usage"`
 	Error json.RawMessage `json:"error"`
