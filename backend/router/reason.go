@@ -122,10 +122,7 @@ func (ru *run) demoted() []fleet.Attempt {
 	var out []fleet.Attempt
 	for _, e := range ru.plan.entries[ru.next:] {
 		if e.skip == nil && e.demoted {
-			out = append(out, fleet.Attempt{
-				Candidate: e.target.Candidate.ID, Outcome: fleet.OutcomeDemoted, StartedAt: ru.start,
-				Error: e.reading.Reason, Demoted: true, Reading: e.reading,
-			})
+			out = append(out, ru.untriedDemoted(e))
 		}
 	}
 	return out

@@ -198,11 +198,17 @@ func (ru *run) recordUntried() {
 		case e.skip != nil:
 			ru.addAttempt(*e.skip)
 		case e.demoted:
-			ru.addAttempt(fleet.Attempt{
-				Candidate: e.target.Candidate.ID, Outcome: fleet.OutcomeDemoted, StartedAt: ru.start,
-				Error: e.reading.Reason, Demoted: true, Reading: e.reading,
-			})
+			ru.addAttempt(ru.untriedDemoted(e))
 		}
+	}
+}
+
+// untriedDemoted is the record of a candidate demoted for GPU pressure
+// whose turn never came.
+func (ru *run) untriedDemoted(e entry) fleet.Attempt {
+	return fleet.Attempt{
+		Candidate: e.target.Candidate.ID, Outcome: fleet.OutcomeDemoted, StartedAt: ru.start,
+		Error: e.reading.Reason, Demoted: true, Reading: e.reading,
 	}
 }
 
