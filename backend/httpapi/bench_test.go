@@ -51,6 +51,18 @@ func (d *discard) Flush()                      {}
 func (d *discard) SetWriteDeadline(time.Time) error { return nil }
 func (d *discard) SetReadDeadline(time.Time) error  { return nil }
 
+// fromMemory is an API in front of one candidate of provider that answers
+// chunks from memory, and a request to path for it (its body is the
+// caller's to set) with a writer that keeps nothing.
+func fromMemory(provider fleet.Provider, path string, chunks []fleet.Chunk) (*Server, *http.Request, *discard) {
+	r := router.New(router.Fleet{Targets: []router.Target{{Candidate: fleet.Candidate{ID: "a", Provider: provider, Enabled: true},
+		Backend: &rawBackend{chunks: chunks}}}, DefaultModel: "a"}, router.Deps{NewID: func() string { return "id" }})
+	s := New(Options{Router: r, Listen: "127.0.0.1:8484"})
+	req, _ := http.NewRequest(http.MethodPost, path, nil)
+	req.Host = "127.0.0.1:8484"
+	return s, req, &discard{h: http.Header{}}
+}
+
 // BenchmarkSameDialectStream is the API's cost of one streamed request
 // whose caller and upstream speak the same dialect, with n chunks: the
 // per-chunk cost is the slope between the sizes, and allocs/op must not
@@ -73,12 +85,7 @@ func BenchmarkSameDialectStream(b *testing.B) {
 					chunks = append(chunks, fleet.Chunk{Raw: []byte(proto.event)})
 				}
 				chunks = append(chunks, fleet.Chunk{FinishReason: "stop", Raw: []byte(proto.event)})
-				r := router.New(router.Fleet{Targets: []router.Target{{Candidate: fleet.Candidate{ID: "a", Provider: proto.provider, Enabled: true},
-					Backend: &rawBackend{chunks: chunks}}}, DefaultModel: "a"}, router.Deps{NewID: func() string { return "id" }})
-				s := New(Options{Router: r, Listen: "127.0.0.1:8484"})
-				req, _ := http.NewRequest(http.MethodPost, proto.path, nil)
-				req.Host = "127.0.0.1:8484"
-				w := &discard{h: http.Header{}}
+				s, req, w := fromMemory(proto.provider, proto.path, chunks)
 				b.ReportAllocs()
 				for b.Loop() {
 					req.Body = io.NopCloser(strings.NewReader(proto.body))
@@ -104,12 +111,7 @@ func BenchmarkSameDialectComplete(b *testing.B) {
 			}
 			chunks = append(chunks, fleet.Chunk{FinishReason: "stop", Raw: []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)},
 				fleet.Chunk{Usage: &fleet.Usage{PromptTokens: 3, CompletionTokens: n}, UsageOnly: true, Raw: []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":8,"total_tokens":11}}`)})
-			r := router.New(router.Fleet{Targets: []router.Target{{Candidate: fleet.Candidate{ID: "a", Provider: fleet.ProviderOpenAI, Enabled: true},
-				Backend: &rawBackend{chunks: chunks}}}, DefaultModel: "a"}, router.Deps{NewID: func() string { return "id" }})
-			s := New(Options{Router: r, Listen: "127.0.0.1:8484"})
-			req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-			req.Host = "127.0.0.1:8484"
-			w := &discard{h: http.Header{}}
+			s, req, w := fromMemory(fleet.ProviderOpenAI, "/v1/chat/completions", chunks)
 			b.ReportAllocs()
 			for b.Loop() {
 				req.Body = io.NopCloser(strings.NewReader(`{"model":"a","messages":[{"role":"user","content":"hi"}]}`))
@@ -117,5 +119,27 @@ func BenchmarkSameDialectComplete(b *testing.B) {
 				s.ServeHTTP(w, req)
 			}
 		})
+	}
+}
+
+// A committed stream costs no allocation per chunk: a hundred chunks
+// allocate what one does (the pump's chunk, the encoders' buffers).
+func TestStreamAllocatesNothingPerChunk(t *testing.T) {
+	const event = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}`
+	allocs := func(n int) float64 {
+		chunks := []fleet.Chunk{{Role: "assistant", Content: "x", Raw: []byte(event)}}
+		for range n {
+			chunks = append(chunks, fleet.Chunk{Content: " tok", Raw: []byte(event)})
+		}
+		chunks = append(chunks, fleet.Chunk{FinishReason: "stop", Raw: []byte(event)})
+		s, req, w := fromMemory(fleet.ProviderOpenAI, "/v1/chat/completions", chunks)
+		return testing.AllocsPerRun(20, func() {
+			req.Body = io.NopCloser(strings.NewReader(`{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+			clear(w.h)
+			s.ServeHTTP(w, req)
+		})
+	}
+	if one, hundred := allocs(1), allocs(100); hundred > one+2 {
+		t.Errorf("a stream of 100 chunks allocated %.0f times, one of 1 chunk %.0f: want no allocation per chunk", hundred, one)
 	}
 }

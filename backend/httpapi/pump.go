@@ -31,8 +31,13 @@ type encoder interface {
 // in pass-through). It returns nil after a complete answer, else why it
 // ended; the caller closes st.
 func (s *Server) pump(r *http.Request, st *router.Stream, cw *chunkWriter, enc encoder, raw bool) error {
+	// One chunk for the whole answer: the encoders take its address, which
+	// makes it escape, and a variable per loop would cost an allocation a
+	// chunk.
+	var ch fleet.Chunk
 	for {
-		ch, err := st.Recv()
+		var err error
+		ch, err = st.Recv()
 		if err == io.EOF {
 			cw.buf = enc.end(cw.buf)
 			return cw.flush()
