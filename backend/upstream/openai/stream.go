@@ -50,6 +50,7 @@ type stream struct {
 	feed     eventFeed
 	json     *json.Decoder // reads feed; made on the first chunk
 	dec      chunkJSON
+	quick    quickDecoder
 	modelRaw []byte // last model value as sent, to reuse model below
 	model    string
 	// passthrough: the reader forwards Raw (fleet.Passthrougher), so an
@@ -259,7 +260,19 @@ func (d *chunkJSON) reset() {
 	}
 }
 
+// decode turns one event's data into a chunk: the common chunk quickly,
+// the rest with encoding/json (full).
 func (s *stream) decode(data []byte) (fleet.Chunk, error) {
+	if c, ok := s.quick.chunk(data, s.modelName); ok {
+		s.finished = s.finished || c.FinishReason != ""
+		return c, nil
+	}
+	return s.full(data)
+}
+
+// full decodes data with encoding/json: every chunk, error and malformed
+// event.
+func (s *stream) full(data []byte) (fleet.Chunk, error) {
 	d := &s.dec
 	if err := s.unmarshal(data, d); err != nil {
 		return fleet.Chunk{}, &fleet.MalformedError{Detail: "chunk " + clip(data), Err: err}
