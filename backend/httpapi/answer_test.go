@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
+	"maps"
 	"testing"
 
 	"github.com/switchyard/switchyard/backend/router"
@@ -30,4 +33,51 @@ func TestAssemble(t *testing.T) {
 	if empty := assemble(&router.Answer{Logprobs: [][]byte{[]byte(`[]`)}}); string(empty.Logprobs) != `[]` {
 		t.Errorf("empty logprobs = %s; want []", empty.Logprobs)
 	}
+}
+
+// A usage-only event loses its usage for a caller that did not ask for
+// it, and with it the whole event unless something else is in it.
+func TestWithoutUsage(t *testing.T) {
+	for _, tt := range []struct{ event, want string }{
+		{`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp","choices":[],"usage":{"prompt_tokens":3}}`, ``},
+		{`{"choices":[],"usage":{"prompt_tokens":3},"timings":{"predicted_n":1}}`, `{"choices":[],"timings":{"predicted_n":1}}`},
+		{`{"choices":[],"Usage":{"prompt_tokens":3}}`, `{"Usage":{"prompt_tokens":3},"choices":[]}`},
+		{`{"choices":[],"usage":{"prompt_tokens":3}`, ``},
+		{`not json`, ``},
+	} {
+		if got := string(withoutUsage([]byte(tt.event))); got != tt.want {
+			t.Errorf("withoutUsage(%s) = %s; want %s", tt.event, got, tt.want)
+		}
+	}
+}
+
+// mergeFields puts an event's fields into the map as json.Unmarshal does,
+// or changes nothing.
+func FuzzMergeFields(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant"}}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":3},"timings":{"predicted_n":1}}`,
+		`{"a":1,"a":2}`, `{"a\u00e9\n":"x"}`, `{ "a" : [ 1 , 2 ] }`, `{}`, `[]`, `null`, `{"a":1} {"b":2}`, `{"a":`,
+		"{\"bad\xff\":1}", "{\"a\":\"bad\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	same := func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		prior := map[string]json.RawMessage{"kept": json.RawMessage(`1`), "a": json.RawMessage(`0`)}
+		got := maps.Clone(prior)
+		if !mergeFields(&got, raw) {
+			if !maps.EqualFunc(got, prior, same) {
+				t.Fatalf("mergeFields(%q) refused it but changed the map to %v", raw, got)
+			}
+			return
+		}
+		want := maps.Clone(prior)
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatalf("mergeFields took %q, which encoding/json refuses: %v", raw, err)
+		}
+		if !maps.EqualFunc(got, want, same) {
+			t.Fatalf("mergeFields(%q) = %v; want %v", raw, got, want)
+		}
+	})
 }

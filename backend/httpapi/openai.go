@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/base64"
 	"encoding/json"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/router"
@@ -486,6 +489,9 @@ func sameDialect(req *fleet.Request, meta router.Meta, p fleet.Provider) bool {
 // did not ask for usage (Switchyard asks, for the history); nil when
 // nothing else is in it. llama.cpp puts its timings there.
 func withoutUsage(raw []byte) []byte {
+	if onlyUsage(raw) {
+		return nil // the usual event: its names read, nothing decoded
+	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil {
 		return nil
@@ -500,6 +506,32 @@ func withoutUsage(raw []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// onlyUsage reports whether raw is an object that holds nothing but a
+// chunk's usual fields and its usage. Anything else (another field, a name
+// with escapes, malformed JSON) is false, for withoutUsage to read whole.
+func onlyUsage(raw []byte) bool {
+	d := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	for d.PeekKind() == '"' {
+		name, err := d.ReadValue()
+		if err != nil {
+			return false
+		}
+		switch string(name) {
+		case `"id"`, `"object"`, `"created"`, `"model"`, `"system_fingerprint"`, `"choices"`, `"usage"`:
+		default:
+			return false
+		}
+		if d.SkipValue() != nil {
+			return false
+		}
+	}
+	_, err := d.ReadToken()
+	return err == nil
 }
 
 // callIDs gives a tool call without an id one (an Ollama before 0.12

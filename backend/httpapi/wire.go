@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/router"
 )
@@ -151,10 +153,12 @@ type answer struct {
 func assemble(a *router.Answer) *answer {
 	ans := &answer{Answer: a}
 	for _, raw := range a.Events {
-		// Decoding into the one map puts each event's fields over the
-		// earlier ones. A value that is not an object (or not JSON) is
-		// refused whole before anything is stored: nothing to keep.
-		json.Unmarshal(raw, &ans.Fields)
+		// Each event's fields go over the earlier ones. A value that is
+		// not an object (or not JSON) is refused whole before anything is
+		// stored: nothing to keep.
+		if !mergeFields(&ans.Fields, raw) {
+			json.Unmarshal(raw, &ans.Fields)
+		}
 	}
 	var lp []byte
 	for _, arr := range a.Logprobs {
@@ -164,6 +168,50 @@ func assemble(a *router.Answer) *answer {
 		ans.Logprobs = append(lp, ']')
 	}
 	return ans
+}
+
+// mergeFields puts the top-level fields of the JSON object raw into
+// *fields (made when nil), as json.Unmarshal into the map does, but reading
+// names and values with a tokenizer instead of reflection. It reports
+// false, having changed nothing, when raw is not an object it could read
+// whole; invalid UTF-8, which encoding/json replaces, is one, and so is
+// anything malformed, which encoding/json refuses.
+func mergeFields(fields *map[string]json.RawMessage, raw []byte) bool {
+	d := jsontext.NewDecoder(bytes.NewBuffer(raw), jsontext.AllowDuplicateNames(true))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	type field struct {
+		name  string
+		value []byte
+	}
+	var got [16]field
+	read := got[:0]
+	for d.PeekKind() == '"' {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return false
+		}
+		name := tok.String() // the token is only valid until the next read
+		v, err := d.ReadValue()
+		if err != nil {
+			return false
+		}
+		read = append(read, field{name, bytes.Clone(v)})
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return false
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return false
+	}
+	if *fields == nil {
+		*fields = make(map[string]json.RawMessage, len(read))
+	}
+	for _, f := range read {
+		(*fields)[f.name] = f.value
+	}
+	return true
 }
 
 // appendArray appends the elements of the JSON array arr to the open array
