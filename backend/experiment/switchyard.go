@@ -61,8 +61,15 @@ func StartSwitchyard(ctx context.Context, s Setup) (_ *Switchyard, err error) {
 	if err := os.WriteFile(cfgPath, []byte(config.Render(cfg)), 0o600); err != nil {
 		return nil, err
 	}
+	// The history in a directory of its own, as the default layout keeps
+	// it ($XDG_DATA_HOME, the config in $XDG_CONFIG_HOME): beside the
+	// config, each of its writes would wake the config's watcher.
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		return nil, err
+	}
 	sys, err := system.New(ctx, system.Options{
-		ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: filepath.Join(dir, "history.db"),
+		ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: filepath.Join(data, "history.db"),
 		ShutdownGrace: time.Second,
 	})
 	if err != nil {
