@@ -1,6 +1,8 @@
 package deadline
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -170,8 +172,35 @@ func BenchmarkObserveThenFirstToken(b *testing.B) {
 		l.Observe(c, fleet.TTFTSample{TTFT: time.Duration(i%97+1) * time.Millisecond})
 	}
 	b.ReportAllocs()
+	i := 0
 	for b.Loop() {
-		l.Observe(c, fleet.TTFTSample{TTFT: 5 * time.Millisecond})
+		// Samples that vary, as a server's do.
+		i++
+		l.Observe(c, fleet.TTFTSample{TTFT: time.Duration(i*31%97+1) * time.Millisecond})
 		l.FirstToken(c, time.Minute)
+	}
+}
+
+// The percentiles kept as samples come are those of the window sorted
+// afresh, whatever order the samples come in and however often the window
+// turned over.
+func TestStatsFollowTheWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, window := range []int{1, 3, 20, 200} {
+		l := New(Settings{Window: window})
+		var all []time.Duration
+		for n := range 3*window + 7 {
+			d := time.Duration(rng.IntN(50)) * time.Millisecond // repeats too
+			if n%5 == 0 {
+				d = time.Duration(n) * time.Millisecond
+			}
+			l.add("a", d)
+			all = append(all, d)
+			ring := slices.Sorted(slices.Values(all[max(0, len(all)-window):]))
+			want := Stats{N: len(ring), P50: pct(ring, 50), P95: pct(ring, 95), P99: pct(ring, 99)}
+			if got := l.Stats("a"); got != want {
+				t.Fatalf("window %d, after %d samples: Stats = %+v; want %+v", window, n+1, got, want)
+			}
+		}
 	}
 }
