@@ -356,8 +356,10 @@ func (s *Server) decodeFields(w http.ResponseWriter, r *http.Request, q any) (ma
 		return nil, status, err
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return nil, http.StatusBadRequest, errors.New("expected a JSON object")
+	if !mergeFields(&fields, body) { // the usual body, read without reflection
+		if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+			return nil, http.StatusBadRequest, errors.New("expected a JSON object")
+		}
 	}
 	if err := json.Unmarshal(body, q); err != nil {
 		status, err := s.bodyError(err)

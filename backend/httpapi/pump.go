@@ -29,8 +29,9 @@ type encoder interface {
 // fails or the caller goes away: the one loop of every streamed answer.
 // With raw the upstream's events go out as they came (the stream was put
 // in pass-through). It returns nil after a complete answer, else why it
-// ended; the caller closes st.
+// ended; the caller closes st. cw is released: it must not be used after.
 func (s *Server) pump(r *http.Request, st *router.Stream, cw *chunkWriter, enc encoder, raw bool) error {
+	defer cw.release()
 	// One chunk for the whole answer: the encoders take its address, which
 	// makes it escape, and a variable per loop would cost an allocation a
 	// chunk.
