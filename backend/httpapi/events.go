@@ -259,7 +259,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		cw.buf = append(cw.buf, "event: "...)
+		cw.buf = append(cw.hold(), "event: "...)
 		cw.buf = append(cw.buf, typ...)
 		cw.buf = append(cw.buf, "\ndata: "...)
 		cw.buf = append(cw.buf, b...)
@@ -307,7 +307,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 			addStatus()
 		case <-ping.C:
-			cw.buf = append(cw.buf, ": ping\n\n"...)
+			cw.buf = append(cw.hold(), ": ping\n\n"...)
 		}
 		if len(cw.buf) == 0 {
 			continue

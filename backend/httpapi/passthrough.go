@@ -47,7 +47,7 @@ func (s *Server) copyAnswer(w http.ResponseWriter, resp *http.Response) {
 	for {
 		n, err := resp.Body.Read(buf[:])
 		if n > 0 {
-			cw.buf = append(cw.buf[:0], buf[:n]...)
+			cw.buf = append(cw.hold(), buf[:n]...)
 			if cw.flush() != nil {
 				return
 			}

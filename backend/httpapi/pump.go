@@ -29,7 +29,7 @@ type encoder interface {
 // fails or the caller goes away: the one loop of every streamed answer.
 // With raw the upstream's events go out as they came (the stream was put
 // in pass-through). It returns nil after a complete answer, else why it
-// ended; the caller closes st. cw is released: it must not be used after.
+// ended; the caller closes st.
 func (s *Server) pump(r *http.Request, st *router.Stream, cw *chunkWriter, enc encoder, raw bool) error {
 	defer cw.release()
 	// One chunk for the whole answer: the encoders take its address, which
@@ -40,21 +40,21 @@ func (s *Server) pump(r *http.Request, st *router.Stream, cw *chunkWriter, enc e
 		var err error
 		ch, err = st.Recv()
 		if err == io.EOF {
-			cw.buf = enc.end(cw.buf)
+			cw.buf = enc.end(cw.hold())
 			return cw.flush()
 		}
 		if err != nil {
 			if !s.callerGone(r) {
-				cw.buf = enc.fail(cw.buf, s.streamErrorText(r, err))
+				cw.buf = enc.fail(cw.hold(), s.streamErrorText(r, err))
 				cw.flush()
 			}
 			return err
 		}
 		var ok bool
 		if raw {
-			cw.buf, ok = enc.raw(cw.buf, &ch)
+			cw.buf, ok = enc.raw(cw.hold(), &ch)
 		} else {
-			cw.buf, ok = enc.chunk(cw.buf, &ch)
+			cw.buf, ok = enc.chunk(cw.hold(), &ch)
 		}
 		if !ok {
 			continue

@@ -441,7 +441,7 @@ func (s *Server) openaiResponses(w http.ResponseWriter, r *http.Request) {
 	rs := newResponseStream(meta, q)
 	enc := &responsesEncoder{s: s, q: q, rs: rs}
 	cw := newChunkWriter(w, s.o.WriteTimeout)
-	cw.buf = enc.append(cw.buf, rs.begin())
+	cw.buf = enc.append(cw.hold(), rs.begin())
 	if cw.flush() != nil {
 		return
 	}

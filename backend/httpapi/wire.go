@@ -273,6 +273,7 @@ func startSSE(w http.ResponseWriter) {
 // write deadline extended per write so a vanished caller cannot pin the
 // handler, while a slow one only slows its own stream.
 type chunkWriter struct {
+	pooled  *[]byte // the box buf came in from chunkBufs; nil when buf is none of theirs
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
@@ -311,32 +312,43 @@ func (cw *chunkWriter) chunk() error {
 }
 
 func newChunkWriter(w http.ResponseWriter, timeout time.Duration) *chunkWriter {
-	return &chunkWriter{w: w, rc: http.NewResponseController(w), timeout: timeout, buf: (*chunkBufs.Get().(*[]byte))[:0]}
+	return &chunkWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
 }
 
-// chunkBufs holds chunk writers' buffers, given back when a streamed
-// answer ends (release): an answer whose events come together fills a few
-// KiB before its one write, and growing a new buffer to that was the
-// largest allocation of a stream (make bench's profile: 2.7 KiB).
+// chunkBufs holds chunk writers' buffers between writes. An answer whose
+// events come together fills a few KiB before its one write, and growing
+// a buffer of its own to that was the largest allocation of a stream
+// (make bench's profile: 2.7 KiB); a buffer held between writes would be
+// memory an open stream keeps while its upstream is silent.
 var chunkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
-// release gives cw's buffer back to chunkBufs; cw must not be used after.
-// A buffer that grew past twice lazyMax is left to the collector.
-func (cw *chunkWriter) release() {
-	if cap(cw.buf) <= 2*lazyMax {
-		b := cw.buf[:0]
-		chunkBufs.Put(&b)
+// hold is cw.buf to append to, taken from chunkBufs when cw holds none.
+func (cw *chunkWriter) hold() []byte {
+	if cw.pooled == nil {
+		cw.pooled = chunkBufs.Get().(*[]byte)
+		cw.buf = (*cw.pooled)[:0]
 	}
-	cw.buf = nil
+	return cw.buf
 }
 
-// flush writes cw.buf and flushes it to the caller.
+// release gives cw's buffer back to chunkBufs, dropping what it holds. A
+// buffer that grew past twice lazyMax is left to the collector.
+func (cw *chunkWriter) release() {
+	if cw.pooled != nil && cap(cw.buf) <= 2*lazyMax {
+		*cw.pooled = cw.buf[:0] // the same box back: putting a new one would allocate
+		chunkBufs.Put(cw.pooled)
+	}
+	cw.pooled, cw.buf = nil, nil
+}
+
+// flush writes cw.buf and flushes it to the caller; the buffer goes back
+// to chunkBufs.
 func (cw *chunkWriter) flush() error {
 	cw.rc.SetWriteDeadline(time.Now().Add(cw.timeout))
 	if _, err := cw.w.Write(cw.buf); err != nil {
 		return err
 	}
-	cw.buf = cw.buf[:0]
+	cw.release()
 	return cw.rc.Flush()
 }
 
