@@ -11,39 +11,16 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/openai/wire"
 	"github.com/switchyard/switchyard/backend/router"
 )
 
-// oaTextRequest is an OpenAI completions request (/v1/completions).
-type oaTextRequest struct {
-	Model         string          `json:"model"`
-	Prompt        json.RawMessage `json:"prompt"`
-	Suffix        string          `json:"suffix"`
-	Stream        bool            `json:"stream"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	Temperature       *float64        `json:"temperature"`
-	TopP              *float64        `json:"top_p"`
-	TopK              *int            `json:"top_k"`
-	MinP              *float64        `json:"min_p"`
-	RepeatPenalty     *float64        `json:"repeat_penalty"`
-	RepetitionPenalty *float64        `json:"repetition_penalty"`
-	PresencePenalty   *float64        `json:"presence_penalty"`
-	FrequencyPenalty  *float64        `json:"frequency_penalty"`
-	MaxTokens         *int            `json:"max_tokens"`
-	Seed              *int            `json:"seed"`
-	N                 *int            `json:"n"`
-	Stop              json.RawMessage `json:"stop"`
-	Logprobs          *int            `json:"logprobs"`
-	Echo              bool            `json:"echo"`
-	BestOf            *int            `json:"best_of"`
-	LogitBias         json.RawMessage `json:"logit_bias"`
-}
+// completionRequest is an OpenAI completions request (/v1/completions).
+type completionRequest wire.CompletionRequest
 
 // toFleet converts the request; it returns an error for content the
 // caller must fix.
-func (q *oaTextRequest) toFleet() (*fleet.Request, error) {
+func (q *completionRequest) toFleet() (*fleet.Request, error) {
 	if err := checkModel(q.Model); err != nil {
 		return nil, err
 	}
@@ -51,7 +28,7 @@ func (q *oaTextRequest) toFleet() (*fleet.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	common := oaRequest{
+	common := chatRequest{
 		Temperature: q.Temperature, TopP: q.TopP, TopK: q.TopK, MinP: q.MinP, RepeatPenalty: q.RepeatPenalty,
 		RepetitionPenalty: q.RepetitionPenalty, PresencePenalty: q.PresencePenalty, FrequencyPenalty: q.FrequencyPenalty,
 		MaxTokens: q.MaxTokens, Seed: q.Seed, N: q.N, Stop: q.Stop,
@@ -100,7 +77,7 @@ func onePrompt(raw json.RawMessage) (string, error) {
 // openaiCompletions is POST /v1/completions: a prompt's continuation,
 // routed like a chat.
 func (s *Server) openaiCompletions(w http.ResponseWriter, r *http.Request) {
-	q, fields, ok := readRequest[oaTextRequest](s, w, r, writeOpenAIStatus)
+	q, fields, ok := readRequest[completionRequest](s, w, r, writeOpenAIStatus)
 	if !ok {
 		return
 	}
@@ -120,14 +97,6 @@ func (s *Server) openaiCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.openaiStream(w, r, req, q.StreamOptions != nil && q.StreamOptions.IncludeUsage, textChunks)
-}
-
-// oaEmbedRequest is an OpenAI embeddings request (/v1/embeddings).
-type oaEmbedRequest struct {
-	Model          string          `json:"model"`
-	Input          json.RawMessage `json:"input"`
-	Dimensions     int             `json:"dimensions"`
-	EncodingFormat string          `json:"encoding_format"`
 }
 
 // embedInput reads the texts to embed: a string or an array of strings.
@@ -153,7 +122,7 @@ func embedInput(raw json.RawMessage, field string) ([]string, error) {
 // openaiEmbeddings is POST /v1/embeddings, routed to candidates of one
 // embedding model (docs/API.md, "Embeddings").
 func (s *Server) openaiEmbeddings(w http.ResponseWriter, r *http.Request) {
-	q, fields, ok := readRequest[oaEmbedRequest](s, w, r, writeOpenAIStatus)
+	q, fields, ok := readRequest[wire.EmbeddingRequest](s, w, r, writeOpenAIStatus)
 	if !ok {
 		return
 	}

@@ -17,78 +17,18 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/openai/wire"
 	"github.com/switchyard/switchyard/backend/router"
 )
 
-// oaRequest is the part of an OpenAI chat completions request Switchyard
-// reads; unknown fields are ignored, as OpenAI's clients send many.
-type oaRequest struct {
-	Model         string      `json:"model"`
-	Messages      []oaMessage `json:"messages"`
-	Stream        bool        `json:"stream"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	ReasoningEffort string `json:"reasoning_effort"`
-	Reasoning       *struct {
-		Effort string `json:"effort"`
-	} `json:"reasoning"`
-	Tools               []oaTool        `json:"tools"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Seed                *int            `json:"seed"`
-	Stop                json.RawMessage `json:"stop"`
-	ResponseFormat      json.RawMessage `json:"response_format"`
-	ToolChoice          json.RawMessage `json:"tool_choice"`
-	LogitBias           json.RawMessage `json:"logit_bias"`
-	N                   *int            `json:"n"`
-	Logprobs            *bool           `json:"logprobs"`
-	TopLogprobs         *int            `json:"top_logprobs"`
-	PresencePenalty     *float64        `json:"presence_penalty"`
-	FrequencyPenalty    *float64        `json:"frequency_penalty"`
-	// Sampling extensions that vLLM and llama.cpp take.
-	TopK               *int     `json:"top_k"`
-	MinP               *float64 `json:"min_p"`
-	RepeatPenalty      *float64 `json:"repeat_penalty"`
-	RepetitionPenalty  *float64 `json:"repetition_penalty"`
-	ChatTemplateKwargs *struct {
-		EnableThinking *bool `json:"enable_thinking"`
-	} `json:"chat_template_kwargs"`
-}
-
-// oaTool is a function the model may call.
-type oaTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
-}
-
-type oaMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	Name       string          `json:"name,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-	ToolCalls  []oaToolCall    `json:"tool_calls,omitempty"`
-}
-
-type oaToolCall struct {
-	Index    *int   `json:"index,omitempty"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
+// chatRequest is an OpenAI chat completions request (/v1/chat/completions):
+// the fields Switchyard reads; unknown ones are ignored, as OpenAI's
+// clients send many.
+type chatRequest wire.ChatRequest
 
 // toFleet converts the request; it returns an error for content the
 // caller must fix.
-func (q *oaRequest) toFleet() (*fleet.Request, error) {
+func (q *chatRequest) toFleet() (*fleet.Request, error) {
 	if err := checkModel(q.Model); err != nil {
 		return nil, err
 	}
@@ -141,7 +81,7 @@ func (q *oaRequest) toFleet() (*fleet.Request, error) {
 }
 
 // options reads the sampling settings shared by chat and completions.
-func (q *oaRequest) options() (fleet.Options, error) {
+func (q *chatRequest) options() (fleet.Options, error) {
 	o := fleet.Options{
 		Temperature: q.Temperature, TopP: q.TopP, TopK: q.TopK, MinP: q.MinP, RepeatPenalty: q.RepeatPenalty,
 		PresencePenalty: q.PresencePenalty, FrequencyPenalty: q.FrequencyPenalty,
@@ -216,7 +156,7 @@ func checkRanges(fields []numberField, limits ...tokenLimit) error {
 
 // checkOpenAIOptions refuses the settings of a chat or completion out of
 // their range, naming the field.
-func checkOpenAIOptions(q *oaRequest) error {
+func checkOpenAIOptions(q *chatRequest) error {
 	err := checkRanges([]numberField{
 		{"temperature", q.Temperature, 0, 2},
 		{"top_p", q.TopP, 0, 1},
@@ -262,13 +202,7 @@ func oaContent(raw json.RawMessage, m *fleet.Message) error {
 	if raw[0] == '"' {
 		return json.Unmarshal(raw, &m.Content)
 	}
-	var parts []struct {
-		Type     string `json:"type"`
-		Text     string `json:"text"`
-		ImageURL struct {
-			URL string `json:"url"`
-		} `json:"image_url"`
-	}
+	var parts []wire.ContentPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return errors.New("expected a string or an array of content parts")
 	}
@@ -278,8 +212,9 @@ func oaContent(raw json.RawMessage, m *fleet.Message) error {
 		case "text":
 			text.WriteString(p.Text)
 		case "image_url":
-			_, data, ok := strings.Cut(p.ImageURL.URL, ";base64,")
-			if !ok || !strings.HasPrefix(p.ImageURL.URL, "data:") {
+			url := cmp.Or(p.ImageURL, &wire.ImageURL{}).URL
+			_, data, ok := strings.Cut(url, ";base64,")
+			if !ok || !strings.HasPrefix(url, "data:") {
 				return errors.New("image_url: only data: URLs with base64 content are supported")
 			}
 			if _, err := base64.StdEncoding.DecodeString(data); err != nil {
@@ -380,7 +315,7 @@ func readRequest[T any](s *Server, w http.ResponseWriter, r *http.Request, write
 }
 
 func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
-	q, fields, ok := readRequest[oaRequest](s, w, r, writeOpenAIStatus)
+	q, fields, ok := readRequest[chatRequest](s, w, r, writeOpenAIStatus)
 	if !ok {
 		return
 	}
@@ -696,37 +631,6 @@ func (e *oaChunkEncoder) appendUsage(dst []byte, u *fleet.Usage) []byte {
 	return append(dst, "}}\n\n"...)
 }
 
-type oaCompletion struct {
-	ID      string     `json:"id"`
-	Object  string     `json:"object"`
-	Created int64      `json:"created"`
-	Model   string     `json:"model"`
-	Choices []oaChoice `json:"choices"`
-	Usage   oaUsage    `json:"usage"`
-}
-
-type oaChoice struct {
-	Index        int             `json:"index"`
-	Message      *oaAnswer       `json:"message,omitempty"`
-	Text         *string         `json:"text,omitempty"`
-	FinishReason string          `json:"finish_reason"`
-	Logprobs     json.RawMessage `json:"logprobs"`
-}
-
-type oaAnswer struct {
-	Role             string       `json:"role"`
-	Content          string       `json:"content"`
-	Reasoning        string       `json:"reasoning,omitempty"`
-	ReasoningContent string       `json:"reasoning_content,omitempty"`
-	ToolCalls        []oaToolCall `json:"tool_calls,omitempty"`
-}
-
-type oaUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-}
-
 func (s *Server) openaiComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request) {
 	ans := s.routeComplete(w, r, req, writeOpenAIRouteError)
 	if ans == nil {
@@ -740,22 +644,20 @@ func (s *Server) openaiComplete(w http.ResponseWriter, r *http.Request, req *fle
 // every top-level field the upstream sent (system_fingerprint, usage with
 // its details, timings, ...), with the answer put together from the stream.
 func openaiAnswer(req *fleet.Request, ans *answer, object string) any {
-	choice := oaChoice{FinishReason: cmp.Or(ans.FinishReason, "stop")}
+	choice := wire.Choice{FinishReason: cmp.Or(ans.FinishReason, "stop")}
 	if len(ans.Logprobs) > 0 {
-		choice.Logprobs = json.RawMessage(`{"content":` + string(ans.Logprobs) + `}`)
+		choice.Logprobs = &wire.Logprobs{Content: ans.Logprobs}
 	}
 	if object == "text_completion" {
 		choice.Text = &ans.Message.Content
 		choice.Logprobs = nil // the legacy logprobs shape comes only with the upstream's own fields
 	} else {
-		msg := &oaAnswer{Role: "assistant", Content: ans.Message.Content, Reasoning: ans.Message.Thinking, ReasoningContent: ans.Message.Thinking}
+		msg := &wire.AssistantMessage{Role: "assistant", Content: ans.Message.Content, Reasoning: ans.Message.Thinking, ReasoningContent: ans.Message.Thinking}
 		ids := callIDs{prefix: ans.RequestID}
 		for _, tc := range ans.Message.ToolCalls {
 			ids.fill(&tc)
-			var c oaToolCall
-			c.ID, c.Type = tc.ID, "function"
-			c.Function.Name, c.Function.Arguments = tc.Name, tc.Arguments
-			msg.ToolCalls = append(msg.ToolCalls, c)
+			msg.ToolCalls = append(msg.ToolCalls, wire.ToolCall{ID: tc.ID, Type: "function",
+				Function: wire.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
 		}
 		if len(msg.ToolCalls) > 0 && choice.FinishReason == "stop" {
 			choice.FinishReason = "tool_calls"
@@ -766,12 +668,13 @@ func openaiAnswer(req *fleet.Request, ans *answer, object string) any {
 	if object == "text_completion" {
 		prefix = "cmpl-"
 	}
-	out := oaCompletion{
+	out := wire.Completion{
 		ID: prefix + ans.RequestID, Object: object, Created: time.Now().Unix(), Model: ans.Candidate.Model,
-		Choices: []oaChoice{choice},
+		Choices: []wire.Choice{choice},
 	}
 	if ans.Usage != nil {
-		out.Usage = oaUsage{ans.Usage.PromptTokens, ans.Usage.CompletionTokens, ans.Usage.PromptTokens + ans.Usage.CompletionTokens}
+		out.Usage = wire.UsageWithTotal{Usage: wire.Usage{PromptTokens: ans.Usage.PromptTokens, CompletionTokens: ans.Usage.CompletionTokens},
+			TotalTokens: ans.Usage.PromptTokens + ans.Usage.CompletionTokens}
 	}
 	if !sameDialect(req, ans.Meta, fleet.ProviderOpenAI) || len(ans.Fields) == 0 {
 		return out

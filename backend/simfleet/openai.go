@@ -146,6 +146,11 @@ func (b openaiBase) usageEvent(x *exchange, id, object string) []byte {
 // "tool_calls".
 type openaiChat struct{ openaiBase }
 
+// The OpenAI wire types below are simfleet's own, not backend/openai/wire's,
+// on purpose: the simulated servers are the other side of the wire in the
+// tests of httpapi and upstream/openai, and a shape both sides took from
+// one package would hide a bug in it from every test. They are written
+// from the real servers' answers (backend/realserver/FINDINGS.md).
 type oaRequest struct {
 	Model    string `json:"model"`
 	Stream   bool   `json:"stream"`

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/openai/wire"
 	"github.com/switchyard/switchyard/backend/upstream"
 )
 
@@ -195,85 +196,15 @@ func checkEventStream(resp *http.Response) error {
 	return se
 }
 
-// chatRequest is the body of POST /chat/completions.
-type chatRequest struct {
-	Model            string          `json:"model"`
-	Messages         []message       `json:"messages"`
-	Tools            []tool          `json:"tools,omitempty"`
-	Stream           bool            `json:"stream"`
-	StreamOptions    *streamOptions  `json:"stream_options,omitempty"`
-	Temperature      *float64        `json:"temperature,omitempty"`
-	TopP             *float64        `json:"top_p,omitempty"`
-	MaxTokens        *int            `json:"max_tokens,omitempty"`
-	Seed             *int            `json:"seed,omitempty"`
-	Stop             []string        `json:"stop,omitempty"`
-	ResponseFormat   json.RawMessage `json:"response_format,omitempty"`
-	ReasoningEffort  string          `json:"reasoning_effort,omitempty"`
-	ToolChoice       json.RawMessage `json:"tool_choice,omitempty"`
-	N                *int            `json:"n,omitempty"`
-	Logprobs         *bool           `json:"logprobs,omitempty"`
-	TopLogprobs      *int            `json:"top_logprobs,omitempty"`
-	PresencePenalty  *float64        `json:"presence_penalty,omitempty"`
-	FrequencyPenalty *float64        `json:"frequency_penalty,omitempty"`
-	// Sampling settings beyond OpenAI's that vLLM and llama.cpp take;
-	// the repeat penalty under both servers' names.
-	TopK              *int     `json:"top_k,omitempty"`
-	MinP              *float64 `json:"min_p,omitempty"`
-	RepeatPenalty     *float64 `json:"repeat_penalty,omitempty"`
-	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
-	// ChatTemplateKwargs turns thinking off where the caller asked for
-	// that: vLLM and llama.cpp pass it to the model's chat template.
-	ChatTemplateKwargs *templateKwargs `json:"chat_template_kwargs,omitempty"`
-}
-
-type templateKwargs struct {
-	EnableThinking bool `json:"enable_thinking"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-// message is one chat turn. Content is a string, or a list of parts when
-// the turn carries images.
-type message struct {
-	Role       string     `json:"role"`
-	Content    any        `json:"content"`
-	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
-}
-
-type toolCall struct {
-	ID       string           `json:"id,omitempty"`
-	Type     string           `json:"type"`
-	Function toolCallFunction `json:"function"`
-}
-
-type toolCallFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-type contentPart struct {
-	Type     string    `json:"type"`
-	Text     string    `json:"text,omitempty"`
-	ImageURL *imageURL `json:"image_url,omitempty"`
-}
-
-type imageURL struct {
-	URL string `json:"url"`
-}
-
-func newChatRequest(model string, req *fleet.Request) *chatRequest {
+func newChatRequest(model string, req *fleet.Request) *wire.ChatRequest {
 	o := req.Options
-	cr := &chatRequest{
+	cr := &wire.ChatRequest{
 		Model:             model,
-		Messages:          make([]message, 0, len(req.Messages)+1),
+		Messages:          make([]wire.Message, 0, len(req.Messages)+1),
 		Tools:             tools(req.Tools),
 		ToolChoice:        req.ToolChoice,
 		Stream:            true,
-		StreamOptions:     &streamOptions{IncludeUsage: true},
+		StreamOptions:     &wire.StreamOptions{IncludeUsage: true},
 		Temperature:       o.Temperature,
 		TopP:              o.TopP,
 		TopK:              o.TopK,
@@ -284,7 +215,7 @@ func newChatRequest(model string, req *fleet.Request) *chatRequest {
 		FrequencyPenalty:  o.FrequencyPenalty,
 		MaxTokens:         o.MaxTokens,
 		Seed:              o.Seed,
-		Stop:              o.Stop,
+		Stop:              stopWords(o.Stop),
 		N:                 o.N,
 		TopLogprobs:       o.TopLogprobs,
 		ResponseFormat:    responseFormat(req.Format),
@@ -299,13 +230,13 @@ func newChatRequest(model string, req *fleet.Request) *chatRequest {
 			cr.ReasoningEffort = "medium"
 		}
 	case req.NoThinking:
-		cr.ChatTemplateKwargs = &templateKwargs{EnableThinking: false}
+		cr.ChatTemplateKwargs = thinkingOff()
 	}
 	if req.KindOf() == fleet.KindGenerate {
 		// A templated generation (Ollama /api/generate without raw) is a
 		// chat of one turn.
 		if req.System != "" {
-			cr.Messages = append(cr.Messages, message{Role: "system", Content: req.System})
+			cr.Messages = append(cr.Messages, wire.Message{Role: "system", Content: jsonOf(req.System)})
 		}
 		cr.Messages = append(cr.Messages, newMessage(fleet.Message{Role: "user", Content: req.Prompt, Images: req.Images}))
 		return cr
@@ -316,27 +247,15 @@ func newChatRequest(model string, req *fleet.Request) *chatRequest {
 	return cr
 }
 
-// tool is a function the model may call, as chat completions take it.
-type tool struct {
-	Type     string       `json:"type"`
-	Function toolFunction `json:"function"`
-}
-
-type toolFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
-}
-
 // tools returns ts as chat completions take them, each empty type set to
 // "function", which servers require.
-func tools(ts []fleet.Tool) []tool {
+func tools(ts []fleet.Tool) []wire.Tool {
 	if len(ts) == 0 {
 		return nil
 	}
-	out := make([]tool, len(ts))
+	out := make([]wire.Tool, len(ts))
 	for i, t := range ts {
-		out[i] = tool{Type: t.Type, Function: toolFunction{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters}}
+		out[i] = wire.Tool{Type: t.Type, Function: wire.ToolFunction{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters}}
 		if out[i].Type == "" {
 			out[i].Type = "function"
 		}
@@ -344,20 +263,24 @@ func tools(ts []fleet.Tool) []tool {
 	return out
 }
 
-func newMessage(m fleet.Message) message {
-	out := message{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID, Name: m.Name}
+// newMessage is m as a chat turn: its content a string, or a list of parts
+// when the turn carries images.
+func newMessage(m fleet.Message) wire.Message {
+	out := wire.Message{Role: m.Role, ToolCallID: m.ToolCallID, Name: m.Name}
 	if len(m.Images) > 0 {
-		parts := make([]contentPart, 0, len(m.Images)+1)
+		parts := make([]wire.ContentPart, 0, len(m.Images)+1)
 		if m.Content != "" {
-			parts = append(parts, contentPart{Type: "text", Text: m.Content})
+			parts = append(parts, wire.ContentPart{Type: "text", Text: m.Content})
 		}
 		for _, img := range m.Images {
-			parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{URL: dataURL(img)}})
+			parts = append(parts, wire.ContentPart{Type: "image_url", ImageURL: &wire.ImageURL{URL: dataURL(img)}})
 		}
-		out.Content = parts
+		out.Content = jsonOf(parts)
+	} else {
+		out.Content = jsonOf(m.Content)
 	}
 	for _, tc := range m.ToolCalls {
-		call := toolCall{ID: tc.ID, Type: tc.Type, Function: toolCallFunction{Name: tc.Name, Arguments: tc.Arguments}}
+		call := wire.ToolCall{ID: tc.ID, Type: tc.Type, Function: wire.FunctionCall{Name: tc.Name, Arguments: tc.Arguments}}
 		if call.Type == "" {
 			call.Type = "function"
 		}
@@ -423,4 +346,24 @@ func responseFormat(format json.RawMessage) json.RawMessage {
 		return nil // not JSON at all: let the server decide without it
 	}
 	return wrapped
+}
+
+// jsonOf is v encoded; the values it is given always encode.
+func jsonOf(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// stopWords is the stop field for words: none is no field.
+func stopWords(words []string) json.RawMessage {
+	if len(words) == 0 {
+		return nil
+	}
+	return jsonOf(words)
+}
+
+// thinkingOff is the chat template's argument that turns thinking off.
+func thinkingOff() *wire.TemplateKwargs {
+	off := false
+	return &wire.TemplateKwargs{EnableThinking: &off}
 }

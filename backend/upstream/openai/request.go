@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/openai/wire"
 	"github.com/switchyard/switchyard/backend/upstream"
 )
 
@@ -31,7 +32,7 @@ func requestBody(c fleet.Candidate, req *fleet.Request, stream bool) (string, []
 	)
 	switch {
 	case kind == fleet.KindEmbed:
-		path, v = pathEmbeddings, embedRequest{Model: c.Model, Input: req.Input, Dimensions: req.Dimensions}
+		path, v = pathEmbeddings, wire.EmbeddingRequest{Model: c.Model, Input: jsonOf(req.Input), Dimensions: req.Dimensions}
 	case kind == fleet.KindGenerate && (req.RawPrompt || req.Suffix != ""):
 		cr := newCompletionRequest(c.Model, req)
 		if !stream {
@@ -87,7 +88,7 @@ func rawBody(c fleet.Candidate, req *fleet.Request, raw map[string]json.RawMessa
 	case req.Thinking && !effort && !reasoning:
 		set["reasoning_effort"] = "medium" // the deep-thinking model named as the model
 	case req.NoThinking && !kwargs && path == pathChat:
-		set["chat_template_kwargs"] = templateKwargs{EnableThinking: false}
+		set["chat_template_kwargs"] = thinkingOff()
 	}
 	body, err := upstream.MergeRaw(raw, set)
 	return path, body, err
@@ -126,37 +127,16 @@ func badRequest(msg string) *fleet.StatusError {
 	return &fleet.StatusError{StatusCode: 400, Message: "invalid request: " + msg}
 }
 
-// completionRequest is the body of POST /completions.
-type completionRequest struct {
-	Model             string         `json:"model"`
-	Prompt            string         `json:"prompt"`
-	Suffix            string         `json:"suffix,omitempty"`
-	Stream            bool           `json:"stream"`
-	StreamOptions     *streamOptions `json:"stream_options,omitempty"`
-	Temperature       *float64       `json:"temperature,omitempty"`
-	TopP              *float64       `json:"top_p,omitempty"`
-	TopK              *int           `json:"top_k,omitempty"`
-	MinP              *float64       `json:"min_p,omitempty"`
-	RepeatPenalty     *float64       `json:"repeat_penalty,omitempty"`
-	RepetitionPenalty *float64       `json:"repetition_penalty,omitempty"`
-	PresencePenalty   *float64       `json:"presence_penalty,omitempty"`
-	FrequencyPenalty  *float64       `json:"frequency_penalty,omitempty"`
-	MaxTokens         *int           `json:"max_tokens,omitempty"`
-	Seed              *int           `json:"seed,omitempty"`
-	Stop              []string       `json:"stop,omitempty"`
-	Logprobs          *int           `json:"logprobs,omitempty"`
-}
-
 // newCompletionRequest maps a raw generation (Ollama raw: true, or one
 // with a suffix) to /completions.
-func newCompletionRequest(model string, req *fleet.Request) *completionRequest {
+func newCompletionRequest(model string, req *fleet.Request) *wire.CompletionRequest {
 	o := req.Options
-	cr := &completionRequest{
-		Model: model, Prompt: req.Prompt, Suffix: req.Suffix, Stream: true, StreamOptions: &streamOptions{IncludeUsage: true},
+	cr := &wire.CompletionRequest{
+		Model: model, Prompt: jsonOf(req.Prompt), Suffix: req.Suffix, Stream: true, StreamOptions: &wire.StreamOptions{IncludeUsage: true},
 		Temperature: o.Temperature, TopP: o.TopP, TopK: o.TopK, MinP: o.MinP,
 		RepeatPenalty: o.RepeatPenalty, RepetitionPenalty: o.RepeatPenalty,
 		PresencePenalty: o.PresencePenalty, FrequencyPenalty: o.FrequencyPenalty,
-		MaxTokens: o.MaxTokens, Seed: o.Seed, Stop: o.Stop,
+		MaxTokens: o.MaxTokens, Seed: o.Seed, Stop: stopWords(o.Stop),
 	}
 	if o.Logprobs {
 		n := 0
@@ -166,11 +146,4 @@ func newCompletionRequest(model string, req *fleet.Request) *completionRequest {
 		cr.Logprobs = &n
 	}
 	return cr
-}
-
-// embedRequest is the body of POST /embeddings.
-type embedRequest struct {
-	Model      string   `json:"model"`
-	Input      []string `json:"input"`
-	Dimensions int      `json:"dimensions,omitempty"`
 }

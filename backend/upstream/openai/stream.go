@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/openai/wire"
 	"github.com/switchyard/switchyard/backend/upstream"
 )
 
@@ -49,7 +50,7 @@ type stream struct {
 	finished bool  // a chunk carried a finish_reason
 	feed     eventFeed
 	json     *json.Decoder // reads feed; made on the first chunk
-	dec      chunkJSON
+	dec      wire.Chunk    // the decode target of every event, reused
 	quick    quickDecoder
 	modelRaw []byte // last model value as sent, to reuse model below
 	model    string
@@ -193,65 +194,13 @@ func (s *stream) Close() error {
 	return nil
 }
 
-// chunkJSON is the decode target of one data event. It is reused from
-// chunk to chunk (reset clears it), so a chunk costs no allocations beyond
-// its strings. Besides chat.completion.chunk it covers the error dialects:
-// {"error":{...}} / {"error":"..."} and the flat {"object":"error",...}.
-type chunkJSON struct {
-	Model   json.RawMessage `json:"model"`
-	Choices []choiceJSON    `json:"choices"`
-	Usage   *usageJSON      `json:"usage"`
-	Error   json.RawMessage `json:"error"`
-	Object  json.RawMessage `json:"object"` // raw: a string would cost an allocation a chunk
-	Message string          `json:"message"`
-	Code    json.RawMessage `json:"code"`
-}
-
-type choiceJSON struct {
-	// Text is a completion's (/completions) text.
-	Text         string      `json:"text"`
-	Delta        messageJSON `json:"delta"`
-	FinishReason string      `json:"finish_reason"`
-	// Logprobs: a chat chunk's {"content":[...]}; a completion's older
-	// shape has no content and is kept in Raw only.
-	Logprobs *logprobsJSON `json:"logprobs"`
-}
-
-// messageJSON is a chunk's delta, or a whole answer's message.
-type messageJSON struct {
-	Role             string         `json:"role"`
-	Content          string         `json:"content"`
-	Reasoning        string         `json:"reasoning"`
-	ReasoningContent string         `json:"reasoning_content"`
-	ToolCalls        []toolCallJSON `json:"tool_calls"`
-}
-
-type logprobsJSON struct {
-	Content json.RawMessage `json:"content"`
-}
-
-type toolCallJSON struct {
-	Index    *int   `json:"index"`
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type usageJSON struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-}
-
 // reset empties d for the next chunk, keeping its buffers. encoding/json
 // appends into a reused slice without zeroing the elements, so the old
 // choices are cleared first.
-func (d *chunkJSON) reset() {
+func reset(d *wire.Chunk) {
 	choices := d.Choices[:cap(d.Choices)]
 	clear(choices)
-	*d = chunkJSON{
+	*d = wire.Chunk{
 		Model:   d.Model[:0],
 		Choices: choices[:0],
 		Error:   d.Error[:0],
@@ -332,8 +281,8 @@ func (s *stream) full(data []byte) (fleet.Chunk, error) {
 // unmarshal decodes data, which must hold exactly one JSON value, into d
 // after resetting it. Once it failed the decoder is out of step: the stream
 // must end.
-func (s *stream) unmarshal(data []byte, d *chunkJSON) error {
-	d.reset()
+func (s *stream) unmarshal(data []byte, d *wire.Chunk) error {
+	reset(d)
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return errors.New("empty chunk")
@@ -466,7 +415,7 @@ func (s *embedStream) Recv() (fleet.Chunk, error) {
 			Index     int             `json:"index"`
 			Embedding json.RawMessage `json:"embedding"`
 		} `json:"data"`
-		Usage *usageJSON      `json:"usage"`
+		Usage *wire.Usage     `json:"usage"`
 		Error json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
@@ -536,17 +485,14 @@ func newWholeStream(ctx context.Context, cancel context.CancelFunc, body io.Read
 // maxWholeBody bounds a whole answer, as a stream's line is bounded.
 const maxWholeBody = 64 << 20
 
-// wholeJSON is a chat.completion or a text_completion.
+// wholeJSON is what Switchyard reads of a chat.completion or a
+// text_completion (wire.Completion), or of the error a server answered in
+// its place. Usage is a pointer: a server may send none.
 type wholeJSON struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Text         string        `json:"text"`
-		Message      messageJSON   `json:"message"`
-		FinishReason string        `json:"finish_reason"`
-		Logprobs     *logprobsJSON `json:"logprobs"`
-	} `json:"choices"`
-	Usage *usageJSON      `json:"usage"`
-	Error json.RawMessage `json:"error"`
+	Model   string          `json:"model"`
+	Choices []wire.Choice   `json:"choices"`
+	Usage   *wire.Usage     `json:"usage"`
+	Error   json.RawMessage `json:"error"`
 }
 
 func (s *wholeStream) Recv() (fleet.Chunk, error) {
@@ -569,8 +515,11 @@ func (s *wholeStream) Recv() (fleet.Chunk, error) {
 		return c, nil // no answer: the router's empty answer
 	}
 	ch := &v.Choices[0]
-	m := &ch.Message
-	c.Content = m.Content + ch.Text
+	m := cmp.Or(ch.Message, &wire.AssistantMessage{})
+	c.Content = m.Content
+	if ch.Text != nil {
+		c.Content += *ch.Text
+	}
 	c.Reasoning = cmp.Or(m.Reasoning, m.ReasoningContent)
 	if lp := ch.Logprobs; lp != nil && fleet.IsSet(lp.Content) {
 		c.Logprobs = lp.Content
