@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -376,5 +377,35 @@ func TestEventsEndOnShutdown(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the events stream kept the server from shutting down")
+	}
+}
+
+// fleetRouter is a Router that only knows its fleet: the API needs no
+// *router.Router behind it.
+type fleetRouter struct {
+	Router // nil: any other method panics
+	fleet  router.Fleet
+}
+
+func (f fleetRouter) Fleet() router.Fleet { return f.fleet }
+
+func TestModelsFromAnyRouter(t *testing.T) {
+	s := New(Options{Listen: "127.0.0.1:8484", Router: fleetRouter{fleet: router.Fleet{Targets: []router.Target{
+		{Candidate: fleet.Candidate{ID: "on", Enabled: true}},
+		{Candidate: fleet.Candidate{ID: "off"}},
+	}}}})
+	w := do(s, "GET", "/v1/models", "", nil)
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	json.Unmarshal(w.Body.Bytes(), &list)
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	if want := []string{router.AliasAuto, "on"}; !slices.Equal(ids, want) {
+		t.Errorf("GET /v1/models = %v; want %v\n%s", ids, want, w.Body.String())
 	}
 }

@@ -25,6 +25,24 @@ import (
 	"github.com/switchyard/switchyard/backend/schema"
 )
 
+// Router is what the API asks of the router; *router.Router is the one
+// system passes. It is safe for concurrent use.
+type Router interface {
+	// Stream routes a streaming request; it returns once an attempt
+	// committed (its first token came), or a *router.Error. The caller
+	// closes the stream.
+	Stream(ctx context.Context, req *fleet.Request) (*router.Stream, error)
+	// Complete routes a request for one whole answer.
+	Complete(ctx context.Context, req *fleet.Request) (*router.Answer, error)
+	// Fleet is the fleet in force: the candidates the model lists name.
+	Fleet() router.Fleet
+	// Resolve is the candidate a request naming model would try first.
+	Resolve(model string, thinking bool) (fleet.Candidate, error)
+	// Available are, in order, the candidates a request naming model may
+	// be passed through to now.
+	Available(model string) ([]fleet.Candidate, error)
+}
+
 // History is what the API reads from the request history.
 type History interface {
 	Requests(ctx context.Context, f history.Filter) ([]fleet.RequestRecord, error)
@@ -64,7 +82,7 @@ type Team interface {
 // what needs a server's own word from Switchyard's view alone and passes
 // nothing through.
 type Options struct {
-	Router    *router.Router
+	Router    Router
 	Upstreams Upstreams
 	History   History
 	Hub       *Hub
