@@ -15,7 +15,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -355,26 +354,4 @@ func (e *FieldError) Error() string {
 		fmt.Fprintf(&b, " (line %d)", e.Line)
 	}
 	return b.String()
-}
-
-// FieldErrors returns the FieldErrors in err (as returned by Parse, Load or
-// a Watcher), in order; nil when there are none.
-func FieldErrors(err error) []*FieldError {
-	var out []*FieldError
-	var walk func(error)
-	walk = func(err error) {
-		switch e := err.(type) {
-		case nil:
-		case *FieldError:
-			out = append(out, e)
-		case interface{ Unwrap() []error }:
-			for _, inner := range e.Unwrap() {
-				walk(inner)
-			}
-		default:
-			walk(errors.Unwrap(err))
-		}
-	}
-	walk(err)
-	return out
 }

@@ -147,7 +147,7 @@ func TestLoad(t *testing.T) {
 
 	bad := write("bad.yaml", "selection: {bogus: 1}\n")
 	_, err = Load(bad)
-	if fes := FieldErrors(err); len(fes) != 1 || fes[0].Path != "selection.bogus" || !strings.Contains(err.Error(), bad) {
+	if fes := fieldErrors(err); len(fes) != 1 || fes[0].Path != "selection.bogus" || !strings.Contains(err.Error(), bad) {
 		t.Errorf("Load(bad) error = %v; want selection.bogus, naming the path", err)
 	}
 

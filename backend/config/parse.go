@@ -20,7 +20,7 @@ import (
 //
 // A malformed YAML document is returned as the YAML parser reports it. Any
 // other problem is a *FieldError naming its key path; all of them are
-// returned at once, joined with errors.Join (see FieldErrors), so a user can
+// returned at once, joined with errors.Join, so a user can
 // fix the whole file in one go. On error the Config is the zero value.
 func Parse(data []byte) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))

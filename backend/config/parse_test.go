@@ -87,7 +87,7 @@ func TestParseSpecExample(t *testing.T) {
 	// Alone, the example's first part names a deep_thinking_model it does not
 	// list: that is the one error, and it names the key.
 	_, err := Parse([]byte(specExample))
-	fes := FieldErrors(err)
+	fes := fieldErrors(err)
 	if len(fes) != 1 || fes[0].Path != "chat.deep_thinking_model" || fes[0].Line != 14 {
 		t.Fatalf("Parse(example) = %v; want only chat.deep_thinking_model at line 14", err)
 	}
@@ -359,7 +359,7 @@ func TestParseErrors(t *testing.T) {
 			if !reflect.DeepEqual(cfg, Config{}) {
 				t.Errorf("Parse(%q) returned a config with its error: %+v", tt.src, cfg)
 			}
-			fes := FieldErrors(err)
+			fes := fieldErrors(err)
 			if len(fes) != 1 {
 				t.Fatalf("Parse(%q) = %d errors: %v; want one, naming %s", tt.src, len(fes), err, tt.path)
 			}
@@ -398,7 +398,7 @@ chat:
 `
 	_, err := Parse([]byte(src))
 	var got []string
-	for _, fe := range FieldErrors(err) {
+	for _, fe := range fieldErrors(err) {
 		got = append(got, fe.Error())
 	}
 	// In file order, except the checks of values against each other,
@@ -494,8 +494,8 @@ func TestFieldErrorText(t *testing.T) {
 			t.Errorf("%#v.Error() = %q; want %q", tt.fe, got, tt.want)
 		}
 	}
-	if got := FieldErrors(errors.New("x")); got != nil {
-		t.Errorf("FieldErrors(plain error) = %v; want nil", got)
+	if got := fieldErrors(errors.New("x")); got != nil {
+		t.Errorf("fieldErrors(plain error) = %v; want nil", got)
 	}
 }
 

@@ -47,12 +47,6 @@ type Watcher struct {
 	after func(time.Duration) <-chan time.Time // time.After; tests drive Settle through it
 }
 
-// Watch runs a Watcher of path with default settings; see Watcher.Run.
-func Watch(ctx context.Context, path string, apply func(Config) error, rejected func(error)) error {
-	w := Watcher{Path: path, Apply: apply, Rejected: rejected}
-	return w.Run(ctx)
-}
-
 // Run watches w.Path until ctx is done, then returns nil, having stopped
 // every goroutine it started. Ready, Apply and Rejected are called from the
 // goroutine that runs Run, one at a time, and Run does not return while one

@@ -190,7 +190,7 @@ func TestWatcherRejectsInvalidEdit(t *testing.T) {
 
 	writeFile(t, path, version(1)+"      bogus: true\n")
 	err := tw.nextRejected(t) // and no Apply
-	if fes := FieldErrors(err); len(fes) != 1 || fes[0].Path != "chat.candidates[0].bogus" || !strings.Contains(err.Error(), path) {
+	if fes := fieldErrors(err); len(fes) != 1 || fes[0].Path != "chat.candidates[0].bogus" || !strings.Contains(err.Error(), path) {
 		t.Errorf("Rejected(%v); want chat.candidates[0].bogus, naming the file", err)
 	}
 
@@ -365,9 +365,9 @@ func TestWatcherStopsOnCancel(t *testing.T) {
 func TestWatchReturnsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := Watch(ctx, filepath.Join(t.TempDir(), "config.yaml"), func(Config) error { return nil }, nil)
-	if err != nil {
-		t.Errorf("Watch() = %v; want nil", err)
+	w := &Watcher{Path: filepath.Join(t.TempDir(), "config.yaml"), Apply: func(Config) error { return nil }}
+	if err := w.Run(ctx); err != nil {
+		t.Errorf("Run() = %v; want nil", err)
 	}
 	goleak.VerifyNone(t)
 }

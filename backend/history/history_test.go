@@ -257,9 +257,9 @@ func TestPrune(t *testing.T) {
 	if got := count(t, s, "attempts"); got != 1 {
 		t.Errorf("attempts after Prune = %d; want 1 (the old request's went with it)", got)
 	}
-	evs, err := s.BreakerEvents(ctx, 0)
+	evs, err := s.breakerEvents(ctx, 0)
 	if err != nil || len(evs) != 1 || evs[0].To != fleet.BreakerHalfOpen {
-		t.Errorf("BreakerEvents() after Prune = %v, %v; want the half_open one", evs, err)
+		t.Errorf("breakerEvents() after Prune = %v, %v; want the half_open one", evs, err)
 	}
 
 	// The writer prunes once Open has returned, too.

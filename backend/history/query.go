@@ -364,20 +364,6 @@ func (s *Store) FailoverRate(ctx context.Context, since time.Time, bucket time.D
 	return points, nil
 }
 
-// BreakerEvents returns the newest breaker transitions, newest first, at
-// most limit of them (limit <= 0 means DefaultLimit).
-func (s *Store) BreakerEvents(ctx context.Context, limit int) ([]fleet.BreakerChange, error) {
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	chs, err := s.breakerChanges(ctx, `SELECT candidate, from_state, to_state, at, cause
-		FROM breaker_events ORDER BY at DESC, id DESC LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("breaker events: %w", err)
-	}
-	return chs, nil
-}
-
 // LastBreakerStates returns each candidate's latest breaker transition, from
 // which the router rebuilds its breakers after a restart. A candidate whose
 // transitions were all pruned, or that never had one, is absent.

@@ -322,13 +322,13 @@ func TestBreakerEvents(t *testing.T) {
 	// A Record commits after every breaker change queued before it.
 	mustRecord(t, s, rec("sync", t0))
 
-	got, err := s.BreakerEvents(ctx, 3)
+	got, err := s.breakerEvents(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []fleet.BreakerChange{changes[5], changes[4], changes[3]}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("BreakerEvents(3) = %+v; want %+v", got, want)
+		t.Errorf("breakerEvents(3) = %+v; want %+v", got, want)
 	}
 	last, err := s.LastBreakerStates(ctx)
 	if err != nil {
@@ -338,4 +338,18 @@ func TestBreakerEvents(t *testing.T) {
 	if !reflect.DeepEqual(last, wantLast) {
 		t.Errorf("LastBreakerStates() = %+v; want %+v", last, wantLast)
 	}
+}
+
+// breakerEvents returns the newest breaker transitions, newest first, at
+// most limit of them (limit <= 0 means DefaultLimit).
+func (s *Store) breakerEvents(ctx context.Context, limit int) ([]fleet.BreakerChange, error) {
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	chs, err := s.breakerChanges(ctx, `SELECT candidate, from_state, to_state, at, cause
+		FROM breaker_events ORDER BY at DESC, id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("breaker events: %w", err)
+	}
+	return chs, nil
 }

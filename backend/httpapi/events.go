@@ -182,13 +182,6 @@ func (h *Hub) publish(e hubEvent) {
 // Dropped counts subscribers dropped for reading nothing.
 func (h *Hub) Dropped() int64 { return h.dropped.Load() }
 
-// Subscribers is how many subscribers there are now.
-func (h *Hub) Subscribers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}
-
 // subscribe returns a new subscriber and the function that ends its
 // subscription; stalled says it ended because its writes stalled.
 func (h *Hub) subscribe() (*subscriber, func(stalled bool)) {

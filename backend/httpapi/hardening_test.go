@@ -221,17 +221,17 @@ func TestSlowEventSubscriberIsDropped(t *testing.T) {
 	defer conn.Close()
 	fmt.Fprintf(conn, "GET /switchyard/v1/events HTTP/1.1\r\nHost: 127.0.0.1:8484\r\n\r\n")
 	deadline := time.Now().Add(5 * time.Second)
-	for hub.Subscribers() == 0 && time.Now().Before(deadline) {
+	for hub.subscribers() == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// Never read: the socket's buffers fill, then the subscriber's queue.
 	big := strings.Repeat("x", 64<<10)
-	for i := 0; hub.Subscribers() > 0 && time.Now().Before(deadline); i++ {
+	for i := 0; hub.subscribers() > 0 && time.Now().Before(deadline); i++ {
 		hub.Observe(fleet.Event{Type: fleet.EventAttempt, RequestID: fmt.Sprint(i),
 			Attempt: &fleet.Attempt{Candidate: "m1", Error: big}})
 		time.Sleep(time.Millisecond)
 	}
-	if n := hub.Subscribers(); n != 0 {
+	if n := hub.subscribers(); n != 0 {
 		t.Fatalf("%d subscribers left; want the one that never reads dropped", n)
 	}
 	if hub.Dropped() != 1 {

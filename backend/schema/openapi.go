@@ -2,7 +2,6 @@ package schema
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -213,37 +212,4 @@ func tighten(s *openapi3.Schema, t reflect.Type) {
 		prop.Value.Nullable = true
 	}
 	slices.Sort(s.Required)
-}
-
-// ValidateJSON checks body, a JSON answer of method path with status code,
-// against the document: what every handler test asks of its answers.
-func ValidateJSON(method, path string, code int, body []byte) error {
-	item := OpenAPI().Paths.Find(path)
-	if item == nil {
-		return fmt.Errorf("%s is not in the OpenAPI document", path)
-	}
-	op := item.GetOperation(method)
-	if op == nil {
-		return fmt.Errorf("%s %s is not in the OpenAPI document", method, path)
-	}
-	resp := op.Responses.Status(code)
-	if resp == nil || resp.Value == nil {
-		return fmt.Errorf("%s %s: status %d is not in the OpenAPI document", method, path, code)
-	}
-	mt := resp.Value.Content.Get("application/json")
-	if mt == nil {
-		return fmt.Errorf("%s %s: status %d has no JSON schema", method, path, code)
-	}
-	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	s := mt.Schema
-	if s.Ref != "" {
-		s = OpenAPI().Components.Schemas[strings.TrimPrefix(s.Ref, "#/components/schemas/")]
-	}
-	if err := s.Value.VisitJSON(v); err != nil {
-		return fmt.Errorf("%s %s answered what the document does not allow: %w", method, path, err)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/history"
 	"github.com/switchyard/switchyard/backend/realserver"
 )
 
@@ -204,12 +205,12 @@ func TestRealBreakerRecovers(t *testing.T) {
 	}
 	var moves []string
 	eventually(t, 5*time.Second, "the breaker's moves are in history", func() bool {
-		evs, err := sy.store.BreakerEvents(t.Context(), 100)
+		b, err := sy.store.After(t.Context(), history.Cursor{}, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
 		moves = moves[:0]
-		for _, e := range evs {
+		for _, e := range b.Breakers {
 			if e.Candidate == "alpha" {
 				moves = append(moves, string(e.From)+">"+string(e.To))
 			}
