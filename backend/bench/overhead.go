@@ -125,7 +125,7 @@ func (b *bencher) startThreePaths(ctx context.Context, conns int) (*threePaths, 
 		return nil, err
 	}
 	up := f.Server(upID)
-	px, err := startProxy("http://" + hostOf(up.URL()))
+	px, err := startProxy("http://" + up.Addr())
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -163,15 +163,6 @@ func (tp *threePaths) paths() []path {
 		}
 	}
 	return ps
-}
-
-// hostOf returns the host:port of an http URL.
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	return u.Host
 }
 
 // overhead measures the three paths in both modes, all six interleaved

@@ -335,6 +335,10 @@ func (s *Server) connState(c net.Conn, state http.ConnState) {
 	s.conns[c] = state
 }
 
+// Addr is the server's address, 127.0.0.1:PORT; it stays the same across
+// FaultRefuse.
+func (s *Server) Addr() string { return s.addr }
+
 // URL returns the base URL as the server's own clients take it:
 // http://127.0.0.1:PORT for Ollama, http://127.0.0.1:PORT/v1 for OpenAI.
 // It stays the same across FaultRefuse. An Ollama server also serves
