@@ -1,6 +1,7 @@
 // Package upstream holds what the wire-protocol adapters (upstream/ollama,
 // upstream/openai) share: one keep-alive HTTP transport per upstream host,
-// and the mapping of an HTTP error answer to a *fleet.StatusError.
+// the send of a request (Pool.Send), and the mapping of an HTTP error
+// answer to a *fleet.StatusError.
 package upstream
 
 import (

@@ -82,31 +82,10 @@ func (b *Backend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Reques
 	if err != nil {
 		return nil, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint(c.URL, path), bytes.NewReader(body))
+	resp, err := b.pool.Send(ctx, upstream.Call{Method: http.MethodPost, URL: c.URL, Path: path, APIKey: c.APIKey, Body: body,
+		Accept: "application/x-ndjson"})
 	if err != nil {
-		return nil, fmt.Errorf("ollama %s: %w", path, err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/x-ndjson")
-	upstream.Replayable(hreq)
-	if c.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
-
-	// A redirect would turn the POST into a GET (301/302) or carry the
-	// prompt to another host; neither is what a configured candidate means.
-	// Copying the pool's client keeps its shared transport and connections.
-	hc := *b.pool.Client(c.URL)
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-	resp, err := hc.Do(hreq)
-	if err != nil {
-		return nil, fmt.Errorf("ollama %s: %w", path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		se := upstream.StatusError(resp, upstream.OllamaBusy)
-		resp.Body.Close()
-		return nil, se
+		return nil, err
 	}
 	if isHTML(resp.Header.Get("Content-Type")) {
 		se := upstream.StatusError(resp, nil)
@@ -127,11 +106,6 @@ func isHTML(contentType string) bool {
 		return false
 	}
 	return mt == "text/html" || mt == "application/xhtml+xml"
-}
-
-// endpoint joins a candidate's base URL and an API path.
-func endpoint(base, path string) string {
-	return strings.TrimRight(base, "/") + path
 }
 
 // chatRequest builds Ollama's streaming chat request for c from req.

@@ -68,7 +68,7 @@ func (b *Backend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Reques
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	resp, err := b.do(ctx, http.MethodPost, c.URL, path, c.APIKey, body)
+	resp, err := b.pool.Send(ctx, post(c, path, body))
 	if err != nil && refusesStream(req, err) {
 		resp, err = b.openWhole(ctx, c, req)
 		if err == nil {
@@ -107,7 +107,14 @@ func (b *Backend) openWhole(ctx context.Context, c fleet.Candidate, req *fleet.R
 	if err != nil {
 		return nil, err
 	}
-	return b.do(ctx, http.MethodPost, c.URL, path, c.APIKey, body)
+	return b.pool.Send(ctx, post(c, path, body))
+}
+
+// post is the POST of body to c's endpoint path; the answer is asked as
+// a stream (an embedding's or a whole answer's JSON comes back all the
+// same).
+func post(c fleet.Candidate, path string, body []byte) upstream.Call {
+	return upstream.Call{Method: http.MethodPost, URL: c.URL, Path: path, APIKey: c.APIKey, Body: body, Accept: "text/event-stream"}
 }
 
 // maxModelsBody bounds a /models answer.
@@ -118,7 +125,7 @@ const maxModelsBody = 8 << 20
 // set, is sent as a bearer token. An HTTP error answer is a
 // *fleet.StatusError.
 func (b *Backend) Models(ctx context.Context, baseURL, apiKey string) ([]string, error) {
-	resp, err := b.do(ctx, http.MethodGet, baseURL, "/models", apiKey, nil)
+	resp, err := b.pool.Send(ctx, upstream.Call{Method: http.MethodGet, URL: baseURL, Path: "/models", APIKey: apiKey, Accept: "application/json"})
 	if err != nil {
 		return nil, err
 	}
@@ -138,46 +145,6 @@ func (b *Backend) Models(ctx context.Context, baseURL, apiKey string) ([]string,
 		}
 	}
 	return ids, nil
-}
-
-// do sends one request to baseURL+path and returns the response with any
-// status; an answer of status 300 or more other than a followed redirect is
-// turned into a *fleet.StatusError and its body closed.
-func (b *Backend) do(ctx context.Context, method, baseURL, path, apiKey string, body []byte) (*http.Response, error) {
-	url := strings.TrimRight(baseURL, "/") + path
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return nil, fmt.Errorf("build request %s: %w", url, err)
-	}
-	if body != nil {
-		hreq.Header.Set("Content-Type", "application/json")
-		hreq.Header.Set("Accept", "text/event-stream")
-		upstream.Replayable(hreq)
-	} else {
-		hreq.Header.Set("Accept", "application/json")
-	}
-	if apiKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	// A redirect would turn the POST into a GET (301/302) or carry the
-	// prompt to another host; neither is what a configured candidate means.
-	// Copying the pool's client keeps its shared transport and connections.
-	hc := *b.pool.Client(baseURL)
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := hc.Do(hreq)
-	if err != nil {
-		return nil, err // a *url.Error, which names the method and URL
-	}
-	if resp.StatusCode >= 300 {
-		se := upstream.StatusError(resp, upstream.OllamaBusy)
-		resp.Body.Close()
-		return nil, se
-	}
-	return resp, nil
 }
 
 // checkEventStream rejects a 2xx answer that is not an event stream; it

@@ -1,0 +1,68 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Call is one request to a server: Method on the server's base URL and
+// Path, as both adapters send theirs.
+type Call struct {
+	Method string
+	URL    string // the candidate's base URL (http://127.0.0.1:11434, .../v1)
+	Path   string // below URL: /api/chat, /chat/completions, /models
+	APIKey string // sent as a bearer token when set
+	Body   []byte // a JSON body; nil sends none
+	Accept string // the media type the answer is asked in
+}
+
+// Send sends c through the pool's client for its host and returns the
+// answer once its headers arrived; the caller closes its body. A request
+// with a body is Replayable.
+//
+// Only a 2xx status is an answer: the servers Switchyard speaks to answer
+// 200 (a stream or one object) or an error status, and anything else is
+// one of those errors in another form. A redirect is never followed (it
+// would turn a POST into a GET, or carry the prompt to another host, and a
+// configured candidate means neither), so a 3xx, like a 4xx, a 5xx or a
+// final 1xx, is a *fleet.StatusError (StatusError, with Ollama's "server
+// busy" 503 marked Busy), its body read and closed. A transport failure
+// is the client's *url.Error, which names the method and the URL.
+func (p *Pool) Send(ctx context.Context, c Call) (*http.Response, error) {
+	url := strings.TrimRight(c.URL, "/") + c.Path
+	var body io.Reader
+	if c.Body != nil {
+		body = bytes.NewReader(c.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, c.Method, url, body)
+	if err != nil {
+		return nil, fmt.Errorf("build request %s: %w", url, err)
+	}
+	if c.Body != nil {
+		req.Header.Set("Content-Type", "application/json")
+		Replayable(req)
+	}
+	if c.Accept != "" {
+		req.Header.Set("Accept", c.Accept)
+	}
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	// Copying the pool's client keeps its shared transport and connections.
+	hc := *p.Client(c.URL)
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		se := StatusError(resp, OllamaBusy)
+		resp.Body.Close()
+		return nil, se
+	}
+	return resp, nil
+}
