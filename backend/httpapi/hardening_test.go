@@ -136,13 +136,7 @@ func TestBrowserDefenses(t *testing.T) {
 // the body read deadline (issue 12, item 4).
 func TestStalledBodyIsLetGo(t *testing.T) {
 	s, b := newTestServer(t, Options{BodyReadTimeout: 200 * time.Millisecond})
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawConn(t, s)
 	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8484\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":")
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -163,8 +157,6 @@ func TestStalledBodyIsLetGo(t *testing.T) {
 // item 4).
 func TestBodyOverLimitIsAnsweredNotReset(t *testing.T) {
 	s, b := newTestServer(t, Options{})
-	srv := httptest.NewServer(s)
-	defer srv.Close()
 	body := `{"model":"auto","messages":[{"role":"user","content":"` + strings.Repeat("x", 5<<20) + `"}]}`
 	var chunked strings.Builder
 	for rest := body; rest != ""; {
@@ -178,11 +170,7 @@ func TestBodyOverLimitIsAnsweredNotReset(t *testing.T) {
 		{"chunked", "Transfer-Encoding: chunked\r\n", chunked.String()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn := rawConn(t, s)
 			conn.SetDeadline(time.Now().Add(20 * time.Second))
 			// As urllib does: the whole request, then the answer.
 			if _, err := io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8484\r\nContent-Type: application/json\r\n"+tt.head+"\r\n"+tt.body); err != nil {
@@ -212,13 +200,7 @@ func TestBodyOverLimitIsAnsweredNotReset(t *testing.T) {
 func TestSlowEventSubscriberIsDropped(t *testing.T) {
 	hub := NewHub()
 	s, _ := newTestServer(t, Options{Hub: hub, WriteTimeout: time.Second})
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawConn(t, s)
 	fmt.Fprintf(conn, "GET /switchyard/v1/events HTTP/1.1\r\nHost: 127.0.0.1:8484\r\n\r\n")
 	deadline := time.Now().Add(5 * time.Second)
 	for hub.subscribers() == 0 && time.Now().Before(deadline) {
@@ -237,4 +219,19 @@ func TestSlowEventSubscriberIsDropped(t *testing.T) {
 	if hub.Dropped() != 1 {
 		t.Errorf("Dropped() = %d; want 1", hub.Dropped())
 	}
+}
+
+// rawConn serves h on a loopback server and opens a connection to it, for
+// a test that writes its own HTTP; both close when the test ends, the
+// connection first.
+func rawConn(t *testing.T, h http.Handler) net.Conn {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
