@@ -53,6 +53,10 @@ type MemSample struct {
 	OpenRSS        uint64  `json:"open_rss"`
 	IdleGoroutines int     `json:"idle_goroutines"`
 	OpenGoroutines int     `json:"open_goroutines"`
+	// IdleStack and OpenStack are the goroutines' stacks (StackInuse),
+	// part of heap+stack.
+	IdleStack uint64 `json:"idle_stack"`
+	OpenStack uint64 `json:"open_stack"`
 	PerStream      float64 `json:"per_stream"`     // heap+stack growth / streams
 	RSSPerStream   float64 `json:"rss_per_stream"` // RSS growth / streams
 	OpenSeconds    float64 `json:"open_s"`         // time to open them all
@@ -164,7 +168,7 @@ func (b *bencher) memory(ctx context.Context) error {
 // collection.
 func holdStreams(ctx context.Context, n int, open func(ctx context.Context, i int) (io.Closer, error)) (MemSample, error) {
 	var s MemSample
-	s.IdleHeapStack, s.IdleRSS, s.IdleGoroutines = readMemory()
+	s.IdleHeapStack, s.IdleStack, s.IdleRSS, s.IdleGoroutines = readMemory()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	streams := make([]io.Closer, n)
@@ -200,19 +204,19 @@ func holdStreams(ctx context.Context, n int, open func(ctx context.Context, i in
 		return s, first
 	}
 	s.OpenSeconds = time.Since(start).Seconds()
-	s.OpenHeapStack, s.OpenRSS, s.OpenGoroutines = readMemory()
+	s.OpenHeapStack, s.OpenStack, s.OpenRSS, s.OpenGoroutines = readMemory()
 	s.PerStream = (float64(s.OpenHeapStack) - float64(s.IdleHeapStack)) / float64(n)
 	s.RSSPerStream = (float64(s.OpenRSS) - float64(s.IdleRSS)) / float64(n)
 	return s, nil
 }
 
 // readMemory collects garbage, returns free memory to the OS and reads
-// live heap+stack, RSS and the number of goroutines.
-func readMemory() (heapStack, rss uint64, goroutines int) {
+// live heap+stack and the stacks alone, RSS and the number of goroutines.
+func readMemory() (heapStack, stack, rss uint64, goroutines int) {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc + ms.StackInuse, vmRSS(), runtime.NumGoroutine()
+	return ms.HeapAlloc + ms.StackInuse, ms.StackInuse, vmRSS(), runtime.NumGoroutine()
 }
 
 // vmRSS is the process's resident set size from /proc/self/status, 0

@@ -667,7 +667,7 @@ func (r *Report) whyMissed() []string {
 		if h := r.historyRow(goalConcurrency, true); h != nil && slices.ContainsFunc(fs, func(f Figure) bool { return strings.HasPrefix(f.Name, "total") }) {
 			s += fmt.Sprintf(" Beyond the first token the total also pays the history, whose record is made durable before the caller receives the end of its answer (%s at p50 for a stream at concurrency %d, the History rows).", fmtAdded(h.Added.P50), h.Concurrency)
 		}
-		s += " The reads and writes on both connections (the system calls) are what any proxy on `net/http` pays, the bare one too; Switchyard, like the bare proxy, writes what the upstream sent together in one write. The rest is Switchyard's own work before the first token, which a proxy does not do: the caller's request decoded and checked, the upstream's built, its events parsed until the first real token. Next step: build the upstream's request from the caller's bytes without a map when the dialects match, and parse the probe's events with a scanner rather than encoding/json."
+		s += " The reads and writes on both connections (the system calls) are what any proxy on `net/http` pays, the bare one too; Switchyard, like the bare proxy, writes what the upstream sent together in one write. The rest is Switchyard's own work, which a proxy does not do: the caller's request decoded and checked (into the typed request with encoding/json, the fields kept for the upstream with jsontext), the candidates ordered and the attempt started, the upstream's request built from the caller's bytes, its events read until the first real token (the common chunk with jsontext), and after the last one the record made durable in the journal. Next step: the typed decode of the caller's body is the largest part of the API edge still on encoding/json's reflection, and the router's start of a request (plan, attempt, contexts) allocates about a hundred objects."
 		out = append(out, s)
 	}
 	for _, row := range r.Failover {
@@ -711,8 +711,12 @@ func (r *Report) whyMissed() []string {
 	if m := r.Memory; m != nil && len(r.missed("memory")) > 0 {
 		n := float64(m.Streams)
 		perStream := func(s MemSample) float64 { return float64(s.OpenGoroutines-s.IdleGoroutines) / n }
-		out = append(out, fmt.Sprintf("Memory per open stream (%s against the bare proxy's %s): a stream open through a proxy on `net/http` holds goroutines and buffers on both of its sides. Switchyard held %.1f goroutines per stream more than the direct path, the bare proxy %.1f; the rest is heap.",
-			fmtBytes(m.SwitchyardPerStream), fmtBytes(m.ProxyPerStream), perStream(m.Switchyard)-perStream(m.Direct), perStream(m.Proxy)-perStream(m.Direct)))
+		stack := func(s MemSample) float64 { return (float64(s.OpenStack) - float64(s.IdleStack)) / n }
+		heap := func(s MemSample) float64 { return s.PerStream - stack(s) }
+		out = append(out, fmt.Sprintf("Memory per open stream (%s against the bare proxy's %s): a stream open through a proxy on `net/http` holds goroutines and buffers on both of its sides: the server's connection (its goroutine, a goroutine that watches for the caller's going, a 4 KiB reader and a 4 KiB writer) and the transport's (a read and a write goroutine, 4 KiB buffers each way). Switchyard held %.1f goroutines per stream more than the direct path, the bare proxy %.1f; their stacks were %s per stream (the bare proxy's %s), the heap %s (%s). The bare proxy's stacks and those four buffers alone come to %s of the goal's %s, which leaves the rest for all else an open stream holds: its request and response with their headers and contexts, the connections' own state, the router's attempt and the upstream's read buffer.",
+			fmtBytes(m.SwitchyardPerStream), fmtBytes(m.ProxyPerStream), perStream(m.Switchyard)-perStream(m.Direct), perStream(m.Proxy)-perStream(m.Direct),
+			fmtBytes(stack(m.Switchyard)-stack(m.Direct)), fmtBytes(stack(m.Proxy)-stack(m.Direct)), fmtBytes(heap(m.Switchyard)-heap(m.Direct)), fmtBytes(heap(m.Proxy)-heap(m.Direct)),
+			fmtBytes(stack(m.Proxy)-stack(m.Direct)+16<<10), fmtBytes(goalStreamRatio*m.ProxyPerStream)))
 	}
 	var costly []string
 	if r.History != nil {
