@@ -107,12 +107,14 @@ func (b *Backend) openWhole(ctx context.Context, c fleet.Candidate, req *fleet.R
 	if err != nil {
 		return nil, err
 	}
-	return b.pool.Send(ctx, post(c, path, body))
+	call := post(c, path, body)
+	call.Accept = "application/json"
+	return b.pool.Send(ctx, call)
 }
 
 // post is the POST of body to c's endpoint path; the answer is asked as
-// a stream (an embedding's or a whole answer's JSON comes back all the
-// same).
+// a stream (an embedding's JSON comes back all the same); openWhole asks
+// for JSON.
 func post(c fleet.Candidate, path string, body []byte) upstream.Call {
 	return upstream.Call{Method: http.MethodPost, URL: c.URL, Path: path, APIKey: c.APIKey, Body: body, Accept: "text/event-stream"}
 }

@@ -15,13 +15,18 @@ import (
 
 // refuser answers like llama-server to a request with tools and logprobs:
 // 400 to the streamed form, one chat.completion to the other. It keeps
-// the bodies it got.
+// the bodies it got, each with the Accept header it came with under the
+// key "(accept)".
 func refuser(t *testing.T, refusal string) (*httptest.Server, func() []map[string]json.RawMessage) {
 	var mu sync.Mutex
 	var got []map[string]json.RawMessage
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var m map[string]json.RawMessage
 		json.NewDecoder(r.Body).Decode(&m)
+		if m != nil {
+			accept, _ := json.Marshal(r.Header.Get("Accept"))
+			m["(accept)"] = accept
+		}
 		mu.Lock()
 		got = append(got, m)
 		mu.Unlock()
@@ -85,6 +90,9 @@ func TestRefusedStreamIsAskedWhole(t *testing.T) {
 			}
 			if string(got[1]["stream"]) != "false" || got[1]["stream_options"] != nil {
 				t.Errorf("second request: stream %s, stream_options %s; want false and none", got[1]["stream"], got[1]["stream_options"])
+			}
+			if a0, a1 := string(got[0]["(accept)"]), string(got[1]["(accept)"]); a0 != `"text/event-stream"` || a1 != `"application/json"` {
+				t.Errorf("Accept %s, then %s; want the stream asked for, then JSON", a0, a1)
 			}
 			if string(got[1]["model"]) != `"m"` {
 				t.Errorf("second request: model %s", got[1]["model"])
