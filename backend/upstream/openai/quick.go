@@ -1,56 +1,44 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
-	"strconv"
-
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/upstream"
 )
 
 // quickDecoder reads the common chat.completion.chunk (text, reasoning, a
-// finish reason, usage) with a JSON tokenizer instead of encoding/json's
-// reflection, which was most of a stream's decoding cost before its first
-// token and of every event of a non-stream answer (BenchmarkRecv: 4.1 µs
-// an event; quickly, under 1). It is a fast path, not a second decoder:
-// whatever it is not sure of (tool calls, logprobs, an error, a value of an
-// unexpected type, a key that encoding/json would match without regard to
-// case, invalid UTF-8, anything malformed) it leaves to decode, whose
-// answer for such an event is the only one. What it does accept, it
-// decodes as decode would (FuzzQuickChunk holds the two to that).
+// finish reason, usage) with a JSON tokenizer (upstream.Tokens) instead of
+// encoding/json's reflection, which was most of a stream's decoding cost
+// before its first token and of every event of a non-stream answer
+// (BenchmarkRecv: 4.1 µs an event; quickly, about 1). It is a fast path,
+// not a second decoder: whatever it is not sure of (tool calls, logprobs,
+// an error, a value of an unexpected type, a name that encoding/json would
+// match without regard to case, invalid UTF-8, anything malformed) it
+// leaves to full, whose answer for such an event is the only one. What it
+// does accept, it decodes as full would (FuzzQuickChunk holds the two to
+// that).
 //
 // The zero value is ready; it is not safe for concurrent use.
-type quickDecoder struct {
-	dec  jsontext.Decoder
-	in   bytes.Buffer
-	text []byte // scratch for a string with escapes
-}
+type quickDecoder struct{ t upstream.Tokens }
 
-// quickOptions: duplicate names are taken in order, the last winning, as
-// encoding/json does; checking them would cost a map a chunk.
-var quickOptions = jsontext.AllowDuplicateNames(true)
-
-// chunk decodes data into c. ok is false when decode must read it instead;
+// chunk decodes data into c. ok is false when full must read it instead;
 // c is then to be dropped. model turns the model's raw value into its name
 // (stream.modelName).
 func (q *quickDecoder) chunk(data []byte, model func(json.RawMessage) string) (c fleet.Chunk, ok bool) {
-	q.in = *bytes.NewBuffer(data)
-	q.dec.Reset(&q.in, quickOptions)
-	d := &q.dec
+	t := &q.t
+	t.Reset(data)
 	var (
 		usage   *fleet.Usage
 		choices int
 		ch      quickChoice
 	)
-	ok = q.object(func(name []byte) (ok bool) {
+	ok = t.Object(func(name []byte) (ok bool) {
 		switch string(name) {
 		case "model":
-			v, err := d.ReadValue()
+			v, ok := t.Value()
 			c.Model = model(json.RawMessage(v))
-			return err == nil
+			return ok
 		case "choices":
 			choices, ok = q.choices(&ch)
 			return ok
@@ -58,21 +46,18 @@ func (q *quickDecoder) chunk(data []byte, model func(json.RawMessage) string) (c
 			usage, ok = q.usage()
 			return ok
 		case "error":
-			return d.PeekKind() == 'n' && d.SkipValue() == nil // else decode says which error
+			return t.Null() // else full says which error
 		case "object":
-			v, err := d.ReadValue()
-			return err == nil && string(v) != `"error"`
+			v, ok := t.Value()
+			return ok && string(v) != `"error"`
 		case "message":
-			_, ok = q.string()
+			_, ok = t.Text()
 			return ok
 		}
-		return q.skip(name, topNames)
+		return t.Skip(name, topNames)
 	})
-	if !ok {
-		return c, false
-	}
-	if _, err := d.ReadToken(); err != io.EOF {
-		return c, false // data after the value
+	if !ok || !t.End() {
+		return c, false // data after the value too
 	}
 	c.Raw = data
 	c.Usage = usage
@@ -81,7 +66,7 @@ func (q *quickDecoder) chunk(data []byte, model func(json.RawMessage) string) (c
 		return c, true
 	}
 	if ch.finish == "error" {
-		return fleet.Chunk{}, false // decode says it is the server's failure
+		return fleet.Chunk{}, false // full says it is the server's failure
 	}
 	c.Role = ch.role
 	c.Content = ch.content + ch.text
@@ -98,9 +83,7 @@ type quickChoice struct {
 	text, role, content, reasoning, reasoningContent, finish string
 }
 
-// The names each object of a chunk is read with, for skip: a name
-// encoding/json would take for one of these without regard to case is
-// not skipped.
+// The names each object of a chunk is read with, for Skip.
 var (
 	topNames    = []string{"model", "choices", "usage", "error", "object", "message", "code"}
 	choiceNames = []string{"text", "delta", "finish_reason", "logprobs"}
@@ -109,60 +92,54 @@ var (
 )
 
 // choices reads the choices array into ch and says how many it held
-// (null is none). More than one is decode's.
+// (null is none). More than one is full's.
 func (q *quickDecoder) choices(ch *quickChoice) (n int, ok bool) {
-	d := &q.dec
-	if q.null() {
+	t := &q.t
+	if t.Null() {
 		return 0, true
 	}
-	if d.PeekKind() != '[' {
-		return 0, false
-	}
-	d.ReadToken()
-	for d.PeekKind() != ']' {
-		if n++; n > 1 || !q.choice(ch) {
-			return n, false
-		}
-	}
-	_, err := d.ReadToken()
-	return n, err == nil
+	ok = t.Array(func() bool {
+		n++
+		return n == 1 && q.choice(ch)
+	})
+	return n, ok
 }
 
 func (q *quickDecoder) choice(ch *quickChoice) bool {
-	d := &q.dec
-	return q.object(func(name []byte) (ok bool) {
+	t := &q.t
+	return t.Object(func(name []byte) (ok bool) {
 		switch string(name) {
 		case "text":
-			ch.text, ok = q.string()
+			ch.text, ok = t.Text()
 		case "finish_reason":
-			ch.finish, ok = q.string()
+			ch.finish, ok = t.Text()
 		case "logprobs":
-			ok = d.PeekKind() == 'n' && d.SkipValue() == nil
+			ok = t.Null()
 		case "delta":
-			ok = q.null() || q.delta(ch)
+			ok = t.Null() || q.delta(ch)
 		default:
-			ok = q.skip(name, choiceNames)
+			ok = t.Skip(name, choiceNames)
 		}
 		return ok
 	})
 }
 
 func (q *quickDecoder) delta(ch *quickChoice) bool {
-	d := &q.dec
-	return q.object(func(name []byte) (ok bool) {
+	t := &q.t
+	return t.Object(func(name []byte) (ok bool) {
 		switch string(name) {
 		case "role":
-			ch.role, ok = q.string()
+			ch.role, ok = t.Text()
 		case "content":
-			ch.content, ok = q.string()
+			ch.content, ok = t.Text()
 		case "reasoning":
-			ch.reasoning, ok = q.string()
+			ch.reasoning, ok = t.Text()
 		case "reasoning_content":
-			ch.reasoningContent, ok = q.string()
+			ch.reasoningContent, ok = t.Text()
 		case "tool_calls":
-			ok = d.PeekKind() == 'n' && d.SkipValue() == nil
+			ok = t.Null()
 		default:
-			ok = q.skip(name, deltaNames)
+			ok = t.Skip(name, deltaNames)
 		}
 		return ok
 	})
@@ -170,98 +147,24 @@ func (q *quickDecoder) delta(ch *quickChoice) bool {
 
 // usage reads a usage object; nil for null.
 func (q *quickDecoder) usage() (*fleet.Usage, bool) {
-	if q.null() {
+	t := &q.t
+	if t.Null() {
 		return nil, true
 	}
 	u := &fleet.Usage{}
-	ok := q.object(func(name []byte) (ok bool) {
+	ok := t.Object(func(name []byte) (ok bool) {
+		var n int64
 		switch string(name) {
 		case "prompt_tokens":
-			u.PromptTokens, ok = q.int()
+			n, ok = t.Int()
+			u.PromptTokens = int(n)
 		case "completion_tokens":
-			u.CompletionTokens, ok = q.int()
+			n, ok = t.Int()
+			u.CompletionTokens = int(n)
 		default:
-			ok = q.skip(name, usageNames)
+			ok = t.Skip(name, usageNames)
 		}
 		return ok
 	})
 	return u, ok
-}
-
-// object reads an object, handing each name to member, which reads the
-// value; false when member or the object's syntax says so.
-func (q *quickDecoder) object(member func(name []byte) bool) bool {
-	d := &q.dec
-	if d.PeekKind() != '{' {
-		return false
-	}
-	d.ReadToken()
-	for d.PeekKind() != '}' {
-		name, ok := q.name()
-		if !ok || !member(name) {
-			return false
-		}
-	}
-	_, err := d.ReadToken()
-	return err == nil
-}
-
-// null reads a null, reporting whether the next value was one.
-func (q *quickDecoder) null() bool {
-	return q.dec.PeekKind() == 'n' && q.dec.SkipValue() == nil
-}
-
-// name reads an object's next name, unquoted (one with escapes is
-// decode's). It is valid until the next read.
-func (q *quickDecoder) name() ([]byte, bool) {
-	v, err := q.dec.ReadValue()
-	if err != nil || len(v) < 2 || bytes.IndexByte(v, '\\') >= 0 {
-		return nil, false
-	}
-	return v[1 : len(v)-1], true
-}
-
-// string reads a string value; null is "", as encoding/json leaves it.
-func (q *quickDecoder) string() (string, bool) {
-	v, err := q.dec.ReadValue()
-	switch {
-	case err != nil:
-		return "", false
-	case v.Kind() == 'n':
-		return "", true
-	case v.Kind() != '"':
-		return "", false
-	case bytes.IndexByte(v, '\\') < 0:
-		return string(v[1 : len(v)-1]), true
-	}
-	if q.text, err = jsontext.AppendUnquote(q.text[:0], v); err != nil {
-		return "", false
-	}
-	return string(q.text), true
-}
-
-// int reads an integer value; null is 0.
-func (q *quickDecoder) int() (int, bool) {
-	v, err := q.dec.ReadValue()
-	switch {
-	case err != nil:
-		return 0, false
-	case v.Kind() == 'n':
-		return 0, true
-	case v.Kind() != '0':
-		return 0, false
-	}
-	n, err := strconv.ParseInt(string(v), 10, 0)
-	return int(n), err == nil
-}
-
-// skip passes over the value of a name the object does not use, unless
-// encoding/json would take the name for one of known.
-func (q *quickDecoder) skip(name []byte, known []string) bool {
-	for _, k := range known {
-		if bytes.EqualFold(name, []byte(k)) {
-			return false
-		}
-	}
-	return q.dec.SkipValue() == nil
 }
