@@ -55,9 +55,10 @@ type stream struct {
 
 	// Recv's state, touched by Recv only.
 	line  wireLine // reused for every line, reset before each decode
-	lines int      // non-empty lines read
-	calls int      // tool calls seen so far: the Index of the next one
-	err   error    // sticky: once set, every Recv returns it
+	quick quickLine
+	lines int   // non-empty lines read
+	calls int   // tool calls seen so far: the Index of the next one
+	err   error // sticky: once set, every Recv returns it
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -184,11 +185,13 @@ func (s *stream) decode(b []byte) (fleet.Chunk, error) {
 	if b[0] != '{' {
 		return fleet.Chunk{}, s.malformed(b, errors.New("not a JSON object"))
 	}
-	// Reset first: Unmarshal leaves fields absent from b as they were, and
-	// the previous line's must not leak into this one.
-	s.line = wireLine{}
-	if err := json.Unmarshal(b, &s.line); err != nil {
-		return fleet.Chunk{}, s.malformed(b, err)
+	if !s.quick.read(b, &s.line) {
+		// Reset first: Unmarshal leaves fields absent from b as they
+		// were, and the previous line's must not leak into this one.
+		s.line = wireLine{}
+		if err := json.Unmarshal(b, &s.line); err != nil {
+			return fleet.Chunk{}, s.malformed(b, err)
+		}
 	}
 	if fleet.IsSet(s.line.Error) {
 		msg := upstream.ErrorMessage(b)
