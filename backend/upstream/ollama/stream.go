@@ -51,6 +51,7 @@ type stream struct {
 	body io.ReadCloser
 	wait *fleet.WaitReader // body, as sc reads it
 	sc   *bufio.Scanner
+	buf  *[]byte // the scanner's first buffer, from bufPool; nil once given back
 	max  int
 
 	// Recv's state, touched by Recv only.
@@ -95,9 +96,33 @@ func newStream(ctx context.Context, body io.ReadCloser, maxLine int) *stream {
 	wait := &fleet.WaitReader{R: body}
 	sc := bufio.NewScanner(wait)
 	// The scanner's buffer is reused for every line; it grows only for a
-	// line longer than the last, up to maxLine.
-	sc.Buffer(make([]byte, 0, min(4096, maxLine)), maxLine)
-	return &stream{ctx: ctx, body: body, wait: wait, sc: sc, max: maxLine}
+	// line longer than the last, up to maxLine. It comes from bufPool and
+	// goes back when the answer ends (release).
+	s := &stream{ctx: ctx, body: body, wait: wait, sc: sc, max: maxLine}
+	if maxLine >= lineBuf {
+		s.buf = bufPool.Get().(*[]byte)
+		sc.Buffer((*s.buf)[:0], maxLine)
+	} else {
+		sc.Buffer(make([]byte, 0, maxLine), maxLine)
+	}
+	return s
+}
+
+// lineBuf is the scanner's starting buffer; a line is a few hundred bytes.
+const lineBuf = 4 << 10
+
+// bufPool holds scanner buffers of lineBuf bytes: every answer read one,
+// and it was the largest allocation of an Ollama stream.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, lineBuf); return &b }}
+
+// release gives the scanner's first buffer back to bufPool, once nothing
+// reads it again: Recv calls it as it returns the error that ends the
+// answer, after the chunks whose bytes were in it have been handed on.
+func (s *stream) release() {
+	if s.buf != nil {
+		bufPool.Put(s.buf)
+		s.buf = nil
+	}
 }
 
 // Recv returns the next chunk of the answer. The chunk of the done:true line
@@ -105,6 +130,7 @@ func newStream(ctx context.Context, body io.ReadCloser, maxLine int) *stream {
 // fleet.Stream for the errors.
 func (s *stream) Recv() (fleet.Chunk, error) {
 	if s.err != nil {
+		s.release()
 		return fleet.Chunk{}, s.err
 	}
 	if err := s.interrupted(); err != nil {
@@ -132,6 +158,7 @@ func (s *stream) Recv() (fleet.Chunk, error) {
 		return c, nil
 	}
 	s.err = s.endErr()
+	s.release()
 	return fleet.Chunk{}, s.err
 }
 
