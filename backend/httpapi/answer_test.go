@@ -3,7 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/switchyard/switchyard/backend/router"
@@ -78,6 +82,38 @@ func FuzzMergeFields(f *testing.F) {
 		}
 		if !maps.EqualFunc(got, want, same) {
 			t.Fatalf("mergeFields(%q) = %v; want %v", raw, got, want)
+		}
+	})
+}
+
+// readFields answers every body as decoding it with decodeBody's decoder
+// does: the same fields, or the same status and error.
+func FuzzReadFields(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"auto","messages":[{"role":"user","content":"hi"}],"stream":true}`,
+		`{"a":1} `, `{"a":1}]`, `{"a":1}{}`, ``, `   `, `null`, `[]`, `"x"`, `{"a":`, `{"a":1,"a":2}`,
+		"{\"a\":\"bad \xff\"}", "\xef\xbb\xbf{}", `{"a\u00e9":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	s := New(Options{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		_, got, gotStatus, gotErr := s.readFields(httptest.NewRecorder(), r)
+
+		var raw json.RawMessage
+		var want map[string]json.RawMessage
+		wantStatus, wantErr := s.decodeFrom(bytes.NewReader(body), &raw)
+		if wantErr == nil {
+			if err := json.Unmarshal(raw, &want); err != nil || want == nil {
+				want, wantStatus, wantErr = nil, http.StatusBadRequest, errors.New("expected a JSON object")
+			}
+		}
+		if gotStatus != wantStatus || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("readFields(%q) = %d %v; want %d %v", body, gotStatus, gotErr, wantStatus, wantErr)
+		}
+		if !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+			t.Fatalf("readFields(%q) fields = %v; want %v", body, got, want)
 		}
 	})
 }

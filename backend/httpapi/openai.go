@@ -286,15 +286,9 @@ func openaiErrorType(status int) string {
 // decodeFields reads a JSON object body into q, and keeps its fields as
 // sent for an upstream of the caller's dialect (docs/API.md, "Fidelity").
 func (s *Server) decodeFields(w http.ResponseWriter, r *http.Request, q any) (map[string]json.RawMessage, int, error) {
-	var body json.RawMessage
-	if status, err := s.decodeBody(w, r, &body); err != nil {
+	body, fields, status, err := s.readFields(w, r)
+	if err != nil {
 		return nil, status, err
-	}
-	var fields map[string]json.RawMessage
-	if !mergeFields(&fields, body) { // the usual body, read without reflection
-		if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-			return nil, http.StatusBadRequest, errors.New("expected a JSON object")
-		}
 	}
 	if err := json.Unmarshal(body, q); err != nil {
 		status, err := s.bodyError(err)

@@ -29,20 +29,57 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) (int,
 	// would otherwise wait forever to drain it after the answer.
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(s.o.BodyReadTimeout)) // not every ResponseWriter can; then the server's own timeouts hold
-	dec := json.NewDecoder(r.Body)
+	if status, err := s.decodeFrom(r.Body, v); err != nil {
+		return status, err
+	}
+	rc.SetReadDeadline(time.Time{}) // read whole: a stream's caller may take its time now
+	return 0, nil
+}
+
+// decodeFrom decodes the one JSON value body holds into v, as decodeBody
+// does, with its answers to a bad one.
+func (s *Server) decodeFrom(body io.Reader, v any) (int, error) {
+	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
 		return s.bodyError(err)
 	}
 	// What follows the value must be blank, up to the limit: a stray ']'
 	// is malformed JSON, and 5 MiB of spaces is a body too large.
-	switch blank, err := blankRest(io.MultiReader(dec.Buffered(), r.Body)); {
+	switch blank, err := blankRest(io.MultiReader(dec.Buffered(), body)); {
 	case err != nil:
 		return s.bodyError(err)
 	case !blank:
 		return http.StatusBadRequest, fmt.Errorf("malformed JSON: unexpected data after the JSON value at byte %d", dec.InputOffset())
 	}
-	rc.SetReadDeadline(time.Time{}) // read whole: a stream's caller may take its time now
 	return 0, nil
+}
+
+// readFields reads a body that must be a JSON object whole, with its
+// top-level fields. The usual body is read once and its fields with
+// jsontext (mergeFields), where decodeBody's decoder and json.Unmarshal
+// would scan it three times more; any other is decoded as decodeBody
+// decodes it, for the same answer to a bad one.
+func (s *Server) readFields(w http.ResponseWriter, r *http.Request) ([]byte, map[string]json.RawMessage, int, error) {
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.o.BodyReadTimeout))
+	body, err := io.ReadAll(r.Body) // the body limit (guard) bounds it
+	if err != nil {
+		status, err := s.bodyError(err)
+		return nil, nil, status, err
+	}
+	var fields map[string]json.RawMessage
+	if !mergeFields(&fields, body) {
+		var raw json.RawMessage
+		if status, err := s.decodeFrom(bytes.NewReader(body), &raw); err != nil {
+			return nil, nil, status, err
+		}
+		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+			return nil, nil, http.StatusBadRequest, errors.New("expected a JSON object")
+		}
+		body = raw
+	}
+	rc.SetReadDeadline(time.Time{})
+	return body, fields, 0, nil
 }
 
 func (s *Server) bodyError(err error) (int, error) {
