@@ -47,19 +47,19 @@ type MemoryResult struct {
 
 // MemSample is the process's memory idle and with the streams open.
 type MemSample struct {
-	IdleHeapStack  uint64  `json:"idle_heap_stack"`
-	OpenHeapStack  uint64  `json:"open_heap_stack"`
-	IdleRSS        uint64  `json:"idle_rss"`
-	OpenRSS        uint64  `json:"open_rss"`
-	IdleGoroutines int     `json:"idle_goroutines"`
-	OpenGoroutines int     `json:"open_goroutines"`
+	IdleHeapStack  uint64 `json:"idle_heap_stack"`
+	OpenHeapStack  uint64 `json:"open_heap_stack"`
+	IdleRSS        uint64 `json:"idle_rss"`
+	OpenRSS        uint64 `json:"open_rss"`
+	IdleGoroutines int    `json:"idle_goroutines"`
+	OpenGoroutines int    `json:"open_goroutines"`
 	// IdleStack and OpenStack are the goroutines' stacks (StackInuse),
 	// part of heap+stack.
-	IdleStack uint64 `json:"idle_stack"`
-	OpenStack uint64 `json:"open_stack"`
-	PerStream      float64 `json:"per_stream"`     // heap+stack growth / streams
-	RSSPerStream   float64 `json:"rss_per_stream"` // RSS growth / streams
-	OpenSeconds    float64 `json:"open_s"`         // time to open them all
+	IdleStack    uint64  `json:"idle_stack"`
+	OpenStack    uint64  `json:"open_stack"`
+	PerStream    float64 `json:"per_stream"`     // heap+stack growth / streams
+	RSSPerStream float64 `json:"rss_per_stream"` // RSS growth / streams
+	OpenSeconds  float64 `json:"open_s"`         // time to open them all
 }
 
 // streamsPerServer keeps each slow server under the 64 connections per
