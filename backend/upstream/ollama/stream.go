@@ -87,7 +87,7 @@ var (
 // done is false) and holds no error: one a pass-through forwards without
 // decoding.
 func plainLine(b []byte) bool {
-	return bytes.Count(b, markDone) == bytes.Count(b, markDoneFalse) && !bytes.Contains(b, markError) && json.Valid(b)
+	return bytes.Count(b, markDone) == bytes.Count(b, markDoneFalse) && !bytes.Contains(b, markError) && upstream.Valid(b)
 }
 
 // newStream reads NDJSON from body, allowing lines of up to maxLine bytes.

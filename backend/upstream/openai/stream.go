@@ -157,7 +157,7 @@ var (
 // decode.
 func plainEvent(data []byte) bool {
 	return bytes.Count(data, markFinish) == bytes.Count(data, markFinishNull) &&
-		!bytes.Contains(data, markUsage) && !bytes.Contains(data, markError) && json.Valid(data)
+		!bytes.Contains(data, markUsage) && !bytes.Contains(data, markError) && upstream.Valid(data)
 }
 
 // endError says what the end of the body means.
