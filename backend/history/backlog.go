@@ -53,13 +53,13 @@ func (s *Store) Health() Health {
 }
 
 // failing reports whether writes are failing: new records join the
-// backlog. Writer lock only.
-func (s *Store) failing() bool { return len(s.backlog)+len(s.evBacklog) > 0 }
+// backlog. Writer goroutine only.
+func (s *Store) failing() bool { return len(s.w.backlog)+len(s.w.evBacklog) > 0 }
 
 // fail notes a failed write: the first of a run is logged at once, later
 // ones at most once a minute.
 func (s *Store) fail(err error) {
-	now := s.now()
+	now := s.cfg.now()
 	s.healthMu.Lock()
 	first := s.health.Err == nil
 	s.health.Err = err
@@ -70,11 +70,11 @@ func (s *Store) fail(err error) {
 	s.healthMu.Unlock()
 	switch {
 	case first:
-		s.logf("history: can't write %s (%v): keeping up to %d records in memory until it can; free disk space or move the file aside", s.path, err, s.maxBacklog)
-		s.lastLog = now
-	case now.Sub(s.lastLog) >= time.Minute:
-		s.logf("history: still can't write %s (%v): %d records wait", s.path, err, len(s.backlog))
-		s.lastLog = now
+		s.cfg.logf("history: can't write %s (%v): keeping up to %d records in memory until it can; free disk space or move the file aside", s.path, err, s.cfg.maxBacklog)
+		s.w.lastLog = now
+	case now.Sub(s.w.lastLog) >= time.Minute:
+		s.cfg.logf("history: still can't write %s (%v): %d records wait", s.path, err, len(s.w.backlog))
+		s.w.lastLog = now
 	}
 }
 
@@ -87,110 +87,110 @@ func (s *Store) lastErr() error {
 
 // keep puts records and breaker changes that could not be written in the
 // backlog, and tells each waiting Record that its record is not durable
-// yet. Writer lock only.
+// yet. Writer goroutine only.
 func (s *Store) keep(recs []*pending, evs []fleet.BreakerChange) {
 	err := fmt.Errorf("%w: %w", ErrNotDurable, s.lastErr())
 	for _, p := range recs {
 		p.done <- err // the backlog never reports again
-		s.backlog = append(s.backlog, p)
+		s.w.backlog = append(s.w.backlog, p)
 	}
-	s.evBacklog = append(s.evBacklog, evs...)
+	s.w.evBacklog = append(s.w.evBacklog, evs...)
 	lost := 0
-	if over := len(s.backlog) - s.maxBacklog; over > 0 {
-		s.backlog = append(s.backlog[:0], s.backlog[over:]...)
+	if over := len(s.w.backlog) - s.cfg.maxBacklog; over > 0 {
+		s.w.backlog = append(s.w.backlog[:0], s.w.backlog[over:]...)
 		lost = over
 	}
-	if over := len(s.evBacklog) - s.maxBacklog; over > 0 {
-		s.evBacklog = append(s.evBacklog[:0], s.evBacklog[over:]...)
+	if over := len(s.w.evBacklog) - s.cfg.maxBacklog; over > 0 {
+		s.w.evBacklog = append(s.w.evBacklog[:0], s.w.evBacklog[over:]...)
 		s.dropped.Add(int64(over))
 	}
 	s.healthMu.Lock()
-	s.health.Pending = len(s.backlog)
+	s.health.Pending = len(s.w.backlog)
 	s.health.Lost += int64(lost)
 	s.healthMu.Unlock()
 }
 
 // armRetry makes the writer try again after a pause, unless it will
-// already. Writer lock only.
+// already. Writer goroutine only.
 func (s *Store) armRetry() {
-	if !s.retryArmed {
-		s.retryArmed = true
-		s.retry.Reset(s.pause())
+	if !s.w.retryArmed {
+		s.w.retryArmed = true
+		s.w.retry.Reset(s.pause())
 	}
 }
 
 // retryWrites writes the backlog and moves the inbox; when both worked the
 // history is healthy again, else it tries again after a longer pause.
-// Writer lock only.
+// Writer goroutine only.
 func (s *Store) retryWrites() {
-	s.retryArmed = false
+	s.w.retryArmed = false
 	if !s.flush() {
-		s.pauses++
+		s.w.pauses++
 		s.armRetry()
 		return
 	}
 	if err := s.moveAll(); err != nil {
 		s.fail(err)
-		s.pauses++
+		s.w.pauses++
 		s.armRetry()
 		return
 	}
-	s.checkpoint()
-	s.pauses = 0
+	s.checkpointWhenDue()
+	s.w.pauses = 0
 	s.healthMu.Lock()
 	was := s.health.Err
 	s.health.Err, s.health.Since = nil, time.Time{}
 	s.healthMu.Unlock()
 	if was != nil {
-		s.logf("history: writing %s again; %d records that waited are written", s.path, s.flushed)
+		s.cfg.logf("history: writing %s again; %d records that waited are written", s.path, s.w.flushed)
 	}
-	s.flushed = 0
+	s.w.flushed = 0
 }
 
 // flush writes the backlog, oldest first, in batches, and reports whether
 // it is empty now. A record the database refuses (not for want of space or
-// a sound file) is lost and counted. Writer lock only.
+// a sound file) is lost and counted. Writer goroutine only.
 func (s *Store) flush() bool {
 	for s.failing() {
-		n, m := min(len(s.backlog), s.batchSize), min(len(s.evBacklog), s.batchSize)
-		recs := s.backlog[:n]
-		if err := s.commit(recs, s.evBacklog[:m]); err != nil {
+		n, m := min(len(s.w.backlog), s.cfg.batchSize), min(len(s.w.evBacklog), s.cfg.batchSize)
+		recs := s.w.backlog[:n]
+		if err := s.commit(recs, s.w.evBacklog[:m]); err != nil {
 			s.fail(err)
 			return false
 		}
 		for _, p := range recs {
 			if p.err != nil {
-				s.logf("history: lost request %s: %v", p.id, p.err)
+				s.cfg.logf("history: lost request %s: %v", p.id, p.err)
 				s.healthMu.Lock()
 				s.health.Lost++
 				s.healthMu.Unlock()
 			}
 		}
 		clear(recs)
-		s.backlog, s.evBacklog = s.backlog[n:], s.evBacklog[m:]
-		s.flushed += n
+		s.w.backlog, s.w.evBacklog = s.w.backlog[n:], s.w.evBacklog[m:]
+		s.w.flushed += n
 		s.healthMu.Lock()
-		s.health.Pending = len(s.backlog)
+		s.health.Pending = len(s.w.backlog)
 		s.healthMu.Unlock()
 	}
-	s.backlog, s.evBacklog = nil, nil
+	s.w.backlog, s.w.evBacklog = nil, nil
 	return true
 }
 
 // pause is how long to wait before the next try: a second, doubling with
 // each failed try, at most maxPause.
 func (s *Store) pause() time.Duration {
-	if s.retryPause > 0 {
-		return s.retryPause
+	if s.cfg.retryPause > 0 {
+		return s.cfg.retryPause
 	}
-	return min(minPause<<min(s.pauses, 5), maxPause)
+	return min(minPause<<min(s.w.pauses, 5), maxPause)
 }
 
 // dropBacklog loses what waits, counting it, and returns how many records
 // and breaker changes that was.
 func (s *Store) dropBacklog() (records, breakerChanges int) {
-	records, breakerChanges = len(s.backlog), len(s.evBacklog)
-	s.backlog, s.evBacklog = nil, nil
+	records, breakerChanges = len(s.w.backlog), len(s.w.evBacklog)
+	s.w.backlog, s.w.evBacklog = nil, nil
 	s.dropped.Add(int64(breakerChanges))
 	s.healthMu.Lock()
 	s.health.Lost += int64(records)

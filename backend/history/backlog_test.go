@@ -35,12 +35,12 @@ func fullDisk(t *testing.T, s *Store) (undo func()) {
 	}
 }
 
-// onWriter runs f with the writer's connection, holding its lock.
+// onWriter runs f with the writer's connection, on the writer goroutine.
 func onWriter(t testing.TB, s *Store, f func(*conn)) {
 	t.Helper()
-	s.wlock <- struct{}{}
-	defer func() { <-s.wlock }()
-	f(s.w)
+	if err := s.do(context.Background(), func() error { f(s.w.c); return nil }); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // logs collects what a Store logs.

@@ -14,42 +14,34 @@ import (
 // is for filling a history in bulk (benchmarks, imports): nothing of recs
 // is durable until Import returns, and a crash during it loses them all.
 // A repeated id fails the whole call. Pass a few thousand records a call:
-// every Record and query meanwhile waits for the transaction.
+// every query meanwhile waits for the transaction.
 func (s *Store) Import(ctx context.Context, recs []fleet.RequestRecord) error {
-	select {
-	case s.wlock <- struct{}{}:
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	defer func() { <-s.wlock }()
-	if s.w == nil {
-		return ErrClosed
-	}
-	s.commitQueued()
-	w := s.w
-	if err := w.begin(); err != nil {
-		return fmt.Errorf("import: begin: %w", err)
-	}
-	r := rollups{}
-	for _, rec := range recs {
-		b, err := encodeRecord(rec)
-		if err == nil {
-			err = moveOne(w, b, r)
+	return s.do(ctx, func() error {
+		w := s.w.c
+		if err := w.begin(); err != nil {
+			return fmt.Errorf("import: begin: %w", err)
 		}
-		if err != nil {
+		r := rollups{}
+		for _, rec := range recs {
+			b, err := encodeRecord(rec)
+			if err == nil {
+				err = moveOne(w, b, r)
+			}
+			if err != nil {
+				w.rollback()
+				return fmt.Errorf("import request %s: %w", rec.ID, err)
+			}
+		}
+		if err := r.write(w); err != nil {
 			w.rollback()
-			return fmt.Errorf("import request %s: %w", rec.ID, err)
+			return fmt.Errorf("import: %w", err)
 		}
-	}
-	if err := r.write(w); err != nil {
-		w.rollback()
-		return fmt.Errorf("import: %w", err)
-	}
-	if err := w.commit(); err != nil {
-		w.rollback()
-		return fmt.Errorf("import: commit: %w", err)
-	}
-	s.sinceCheckpoint += len(recs)
-	s.checkpoint()
-	return nil
+		if err := w.commit(); err != nil {
+			w.rollback()
+			return fmt.Errorf("import: commit: %w", err)
+		}
+		s.w.ckpt.since += len(recs)
+		s.checkpointWhenDue()
+		return nil
+	})
 }

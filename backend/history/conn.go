@@ -14,8 +14,9 @@ import (
 // driver start one more per BEGIN and COMMIT to interrupt them (it watches
 // every context that can end); BEGIN and COMMIT were also parsed anew each
 // time. Here every statement is prepared once and run with a context that
-// never ends, so a commit starts no goroutine. Only the goroutine that
-// holds the writer's lock (Store.wlock) uses a conn.
+// never ends, so a commit starts no goroutine. A conn is used by one
+// goroutine: the writer's by the writer goroutine, the checkpoint's by
+// the checkpoint (writer.go, checkpoint.go).
 type conn struct {
 	c     driver.Conn
 	stmts map[string]driver.Stmt // prepared on first use, closed with the conn

@@ -3,14 +3,15 @@
 // (modernc.org/sqlite, WAL, synchronous=NORMAL).
 //
 // Record returns once its record is in the journal beside the file
-// (journal.go), which the writer goroutine commits at once and Open
+// (journal.go), which the writer goroutine commits soon after and Open
 // replays after a crash, so an acknowledged record survives a crash of
 // the process; with synchronous=NORMAL a power loss or OS crash may roll
 // back the last commits, and the file is never left corrupt. Without the
 // journal (a second Store on the file) Record returns once the
-// transaction holding its record has committed: a Record that finds the
-// writer idle commits at once on its own goroutine; records that arrive
-// while a commit runs share the next one (group commit). Records are
+// transaction holding its record has committed: an idle writer commits
+// it at once; records that arrive while a commit runs share the next one
+// (group commit). One goroutine owns the connection that writes
+// (writer.go). Records are
 // committed to a one-table inbox, and moved into the requests and attempts
 // tables off the request path; queries move what waits first, so they see
 // every acknowledged record (inbox.go).
@@ -38,8 +39,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/switchyard/switchyard/backend/fleet"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -117,79 +116,49 @@ type hooks struct {
 	noJournal bool
 	// journalLimit, when set, replaces journalTruncateAt.
 	journalLimit int64
-	// sweepBatch, when set, replaces the constant of the same name;
-	// swept, when set, runs after each transaction of a sweep, the
-	// writer's lock given back, with how many rows it deleted.
+	// sweepBatch, when set, is the rows every step of a sweep deletes
+	// (else it starts at sweepBatch and follows sweepStepTime); swept,
+	// when set, runs on the writer goroutine after each transaction of a
+	// sweep that deletes, with how many rows it deleted.
 	sweepBatch int
 	swept      func(deleted int64)
+	// jobQueued, when set, runs once a job waits for the writer;
+	// checkpointing, on the checkpoint's goroutine before each checkpoint.
+	jobQueued     func()
+	checkpointing func()
+}
+
+// settings are a Store's Options and hooks, with the defaults in place of
+// zero values; fixed at Open.
+type settings struct {
+	retention  time.Duration
+	batchSize  int
+	pruneEvery time.Duration
+	now        func() time.Time
+	logf       func(format string, args ...any)
+	hooks
 }
 
 // Store is an open history file, made by Open; the zero value is not
 // usable. Its methods are safe for concurrent use. Whoever opened it closes
 // it with Close.
 type Store struct {
-	db        *sql.DB // the pool, for queries
-	path      string
-	journal   *journal // nil: Record commits before it returns (journal.go)
-	retention time.Duration
-	batchSize int
-	now       func() time.Time
-	logf      func(string, ...any)
+	db         *sql.DB // the pool, for queries
+	path       string
+	journal    *journal // nil: Record waits for its commit (journal.go)
+	cfg        settings
+	checked    bool          // Open ran quick_check
+	startSwept chan struct{} // closed once the sweep at start is done
 
-	afterEnqueue func()                    // test hook, see hooks
-	beforeCommit func(records, events int) // test hook, see hooks
-	retryPause   time.Duration             // test hook, see hooks
-	maxBacklog   int                       // MaxBacklog, or a test's own
-	moveAt       int                       // moveAt, or a test's own (hooks)
-	moveDelay    time.Duration             // moveDelay, or a test's own
-	sweepBatch   int                       // sweepBatch, or a test's own
-	swept        func(deleted int64)       // test hook, see hooks
-	checked      bool                      // Open ran quick_check
-	startSwept   chan struct{}             // closed once the sweep at start is done
-
-	// The queue (writer.go). qmu guards closed, queue, leading and
-	// events, so that nothing is queued after Close.
-	qmu     sync.Mutex
-	closed  bool
-	queue   []*pending
-	leading bool          // someone will commit what is queued
-	room    chan struct{} // one token per queued record: four batches
-	events  []fleet.BreakerChange
-
-	// The writer goroutine's wake-ups.
-	takeOver     chan struct{} // a Record hands it the queue
-	eventsQueued chan struct{} // RecordBreaker queued a change
-	moveNow      chan struct{} // the inbox holds moveAt records
-	moveTimer    *time.Timer   // moveDelay after the first record waits
-	commitTimer  *time.Timer   // commitDelay after the first journaled record waits
-	commitArmed  atomic.Bool   // commitTimer will fire
-	retry        *time.Timer   // the file can't be written: try again
-	quit         chan struct{} // closed by Close
-	stopped      chan struct{} // closed when the writer goroutine has exited
+	q   queue   // what waits for the writer goroutine (writer.go)
+	sig signals // how other goroutines reach the writer goroutine
+	w   writer  // the writer goroutine's own: nothing else touches it
 
 	commits atomic.Int64
 	dropped atomic.Int64
 
-	// wlock is the writer's lock: a token in it while someone writes.
-	// Whoever holds it alone uses w and the fields below it.
-	wlock           chan struct{}
-	w               *conn                 // nil once closed
-	recs            []*pending            // reused by commitBatch
-	evs             []fleet.BreakerChange // reused by commitBatch
-	unmoved         int                   // records this Store put in the inbox and has not moved
-	moveArmed       bool                  // moveTimer will fire
-	sinceCheckpoint int                   // rows written to or moved from the inbox since the last checkpoint
-	retryArmed      bool                  // retry will fire
-
-	// What could not be written, oldest first (backlog.go); health is
-	// guarded by healthMu.
-	backlog   []*pending
-	evBacklog []fleet.BreakerChange
-	pauses    int       // failed tries in a row
-	flushed   int       // backlog records written since the last failure
-	lastLog   time.Time // when a failure was last logged
-	healthMu  sync.Mutex
-	health    Health
+	healthMu sync.Mutex
+	health   Health // backlog.go
 }
 
 // Open opens the history file at path, creating it and its parent directory
@@ -260,63 +229,74 @@ func open(path string, o Options, h hooks) (*Store, error) {
 		return nil, err
 	}
 	// The writer's connection never checkpoints in a commit: the writer
-	// goroutine does, after a move (see Store.checkpoint). Its page cache
+	// asks for one beside it (checkpoint.go). Its page cache
 	// is 8 MiB (SQLite's default is 2): a sweep's deletes touch every
 	// index of requests and attempts, and each page missing from the
-	// cache is a read while the writer's lock is held.
+	// cache is a read while the writer takes no job.
 	w, err := openConn(db.Driver(), dsn(path, "wal_autocheckpoint(0)", "cache_size(-8192)"))
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{
-		db:        db,
-		path:      path,
-		retention: o.Retention,
-		batchSize: o.BatchSize,
-		now:       o.Now,
-		logf:      o.Logf,
-
-		afterEnqueue: h.afterEnqueue,
-		beforeCommit: h.beforeCommit,
-		retryPause:   h.retryPause,
-		maxBacklog:   cmp.Or(h.maxBacklog, MaxBacklog),
-		moveAt:       cmp.Or(h.moveAt, moveAt),
-		moveDelay:    cmp.Or(h.moveDelay, moveDelay),
-		sweepBatch:   cmp.Or(h.sweepBatch, sweepBatch),
-		swept:        h.swept,
-		checked:      checked,
-		startSwept:   make(chan struct{}),
-
-		room: make(chan struct{}, 4*o.BatchSize),
-
-		takeOver:     make(chan struct{}, 1),
-		eventsQueued: make(chan struct{}, 1),
-		moveNow:      make(chan struct{}, 1),
-		moveTimer:    time.NewTimer(time.Hour),
-		commitTimer:  time.NewTimer(time.Hour),
-		retry:        time.NewTimer(time.Hour),
-		quit:         make(chan struct{}),
-		stopped:      make(chan struct{}),
-
-		wlock: make(chan struct{}, 1),
-		w:     w,
+	// The checkpoint's own connection (checkpoint.go) reads no table:
+	// a small cache does.
+	ck, err := openConn(db.Driver(), dsn(path, "cache_size(-512)"))
+	if err != nil {
+		w.close()
+		db.Close()
+		return nil, err
 	}
-	s.moveTimer.Stop()
-	s.commitTimer.Stop()
-	s.retry.Stop()
+	h.maxBacklog = cmp.Or(h.maxBacklog, MaxBacklog)
+	h.moveAt = cmp.Or(h.moveAt, moveAt)
+	h.moveDelay = cmp.Or(h.moveDelay, moveDelay)
+	s := &Store{
+		db:   db,
+		path: path,
+		cfg: settings{
+			retention:  o.Retention,
+			batchSize:  o.BatchSize,
+			pruneEvery: o.PruneEvery,
+			now:        o.Now,
+			logf:       o.Logf,
+			hooks:      h,
+		},
+		checked:    checked,
+		startSwept: make(chan struct{}),
+		q:          queue{room: make(chan struct{}, 4*o.BatchSize)},
+		sig: signals{
+			commit:      make(chan struct{}, 1),
+			commitTimer: stoppedTimer(),
+			jobs:        make(chan job, 1),
+			prunes:      make(chan chan pruned),
+			quit:        make(chan struct{}),
+			stopped:     make(chan struct{}),
+		},
+		w: writer{
+			c:         w,
+			ckpt:      checkpointer{c: ck, done: make(chan error, 1)},
+			moveTimer: stoppedTimer(),
+			retry:     stoppedTimer(),
+		},
+	}
 	if !h.noJournal {
 		s.journal = s.openJournal(h.journalLimit)
 	}
 	// Move what a crash left in the inbox; the writer goroutine prunes,
 	// after Open has returned.
 	if err := s.moveAll(); err != nil {
-		s.logf("history: %v", err)
+		s.cfg.logf("history: %v", err)
 		s.fail(err)
 		s.armRetry()
 	}
-	go s.run(o.PruneEvery)
+	go s.run()
 	return s, nil
+}
+
+// stoppedTimer is a timer that has not been started.
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
 }
 
 // cleanSuffix names the marker of a clean shutdown beside the file:
@@ -384,31 +364,26 @@ func dsn(path string, pragmas ...string) string {
 // writer and closes the file. Record and RecordBreaker calls after Close
 // fail or drop; Close may be called more than once.
 func (s *Store) Close() error {
-	s.qmu.Lock()
-	if s.closed {
-		s.qmu.Unlock()
+	s.q.mu.Lock()
+	if s.q.closed {
+		s.q.mu.Unlock()
 		return nil
 	}
-	s.closed = true
-	s.qmu.Unlock()
-	close(s.quit)
-	<-s.stopped
-	s.moveTimer.Stop()
-	s.commitTimer.Stop()
-	s.retry.Stop()
-	// A query or a Prune from now on finds no connection to write with.
-	s.wlock <- struct{}{}
-	err := errors.Join(s.w.close(), s.db.Close())
-	s.w = nil
-	<-s.wlock
-	if err != nil {
+	s.q.closed = true
+	s.q.mu.Unlock()
+	close(s.sig.quit)
+	<-s.sig.stopped
+	s.sig.commitTimer.Stop()
+	s.w.moveTimer.Stop()
+	s.w.retry.Stop()
+	if err := errors.Join(s.w.closeErr, s.db.Close()); err != nil {
 		return fmt.Errorf("close history %s: %w", s.path, err)
 	}
 	// Only the Store that held the journal speaks for the file: another
 	// one on it may still be writing.
 	if s.journal != nil {
 		if err := os.WriteFile(s.path+cleanSuffix, nil, 0o600); err != nil {
-			s.logf("history: %v; the next start checks the whole file", err)
+			s.cfg.logf("history: %v; the next start checks the whole file", err)
 		}
 	}
 	return nil

@@ -262,9 +262,9 @@ const moveChunk = 32
 // A record the tables refuse or that can't be read (neither should
 // happen: the inbox checked its id, and wrote it) is taken out alone,
 // logged and counted lost, so that it never holds up the others. Writer
-// lock only.
+// goroutine only.
 func (s *Store) moveSome() (empty bool, err error) {
-	w := s.w
+	w := s.w.c
 	if err := w.begin(); err != nil {
 		return false, fmt.Errorf("move: begin: %w", err)
 	}
@@ -273,7 +273,7 @@ func (s *Store) moveSome() (empty bool, err error) {
 	switch {
 	case errors.As(err, &bad):
 		w.rollback()
-		s.logf("history: lost request %s, which the inbox held: %v", bad.id, bad.err)
+		s.cfg.logf("history: lost request %s, which the inbox held: %v", bad.id, bad.err)
 		s.healthMu.Lock()
 		s.health.Lost++
 		s.healthMu.Unlock()
@@ -292,8 +292,8 @@ func (s *Store) moveSome() (empty bool, err error) {
 		w.rollback()
 		return false, fmt.Errorf("move: commit: %w", err)
 	}
-	s.unmoved = max(s.unmoved-n, 0)
-	s.sinceCheckpoint += n
+	s.w.unmoved = max(s.w.unmoved-n, 0)
+	s.w.ckpt.since += n
 	return n < moveChunk, nil
 }
 
@@ -357,7 +357,7 @@ func moveOne(w *conn, blob []byte, r rollups) error {
 }
 
 // moveAll empties the inbox a chunk at a time, and writes the records
-// that queue meanwhile between two chunks. Writer lock only.
+// that queue meanwhile between two chunks. Writer goroutine only.
 func (s *Store) moveAll() error {
 	for {
 		s.commitQueued()
@@ -366,7 +366,7 @@ func (s *Store) moveAll() error {
 			return err
 		}
 		if empty {
-			s.unmoved = 0
+			s.w.unmoved = 0
 			return nil
 		}
 	}

@@ -185,23 +185,23 @@ func (s *Store) openJournal(limit int64) *journal {
 	j, err := openJournal(s.path)
 	switch {
 	case errors.Is(err, errJournalHeld):
-		s.logf("history: another Switchyard records into %s: this one commits each record before answering", s.path)
+		s.cfg.logf("history: another Switchyard records into %s: this one commits each record before answering", s.path)
 		return nil
 	case errors.Is(err, errors.ErrUnsupported):
 		return nil
 	case err != nil:
-		s.logf("history: open journal: %v; committing each record before answering", err)
+		s.cfg.logf("history: open journal: %v; committing each record before answering", err)
 		return nil
 	}
 	n, err := s.replay(j)
 	if err != nil {
-		s.logf("history: replay journal %s: %v; committing each record before answering", j.f.Name(), err)
+		s.cfg.logf("history: replay journal %s: %v; committing each record before answering", j.f.Name(), err)
 		j.f.Close()
 		return nil
 	}
 	j.limit = cmp.Or(limit, j.limit)
 	if n > 0 {
-		s.logf("history: replayed the journal: %d records, each kept unless already stored", n)
+		s.cfg.logf("history: replayed the journal: %d records, each kept unless already stored", n)
 	}
 	return j
 }
@@ -214,10 +214,10 @@ func (s *Store) replay(j *journal) (int, error) {
 		return 0, err
 	}
 	if torn > 0 {
-		s.logf("history: the journal ends in %d bytes of a record cut short by a crash, never acknowledged: dropped", torn)
+		s.cfg.logf("history: the journal ends in %d bytes of a record cut short by a crash, never acknowledged: dropped", torn)
 	}
 	if len(recs) > 0 {
-		w := s.w
+		w := s.w.c
 		if err := w.begin(); err != nil {
 			return 0, err
 		}
@@ -229,7 +229,7 @@ func (s *Store) replay(j *journal) (int, error) {
 			}
 			if id == "" {
 				// The frame's checksum held: written so by this code.
-				s.logf("history: lost a journaled record that can't be read: %v", err)
+				s.cfg.logf("history: lost a journaled record that can't be read: %v", err)
 				continue
 			}
 			if _, err := w.exec(replayInbox, id, rec); err != nil {

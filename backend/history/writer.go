@@ -2,26 +2,25 @@ package history
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
 )
 
-// Writing (docs/DESIGN.md, "Durability"). One connection writes; whoever
-// holds the writer's lock (Store.wlock) uses it: a Record that found
-// nobody writing, or the writer goroutine (run). A Record that finds nobody
-// writing commits its own record at once, on its own goroutine: no
-// hand-off to another goroutine, no wait for a batch to fill or a tick.
-// Records and breaker changes that arrive while a commit runs queue, and
-// the next commit takes them together (group commit): the first Record to
-// queue leads it, once the running commit ends. A Record commits one batch
-// at most; a queue longer than a batch goes to the writer goroutine.
-// Records go to the inbox (inbox.go); the writer goroutine moves them on,
-// prunes, and tries again while the file can't be written (backlog.go).
+// Writing (docs/DESIGN.md, "Durability"). One goroutine, the writer
+// (run), owns the connection that writes, and everything kept beside it
+// (Store.w); nothing else touches them. Other goroutines reach it in
+// three ways: Record and RecordBreaker queue what is to be committed
+// (Store.q) and wake it (Store.sig.commit); a query that must see what
+// waits, and Import, hand it a job (Store.do); Prune asks it for a sweep
+// (sweep.go), which it runs a small step at a time between the rest.
+// Records go to the inbox (inbox.go); the writer moves them on, prunes,
+// checkpoints beside itself (checkpoint.go) and tries again while the file
+// can't be written (backlog.go).
 
 // pending is one queued request record, encoded as the inbox keeps it,
 // and the channel its commit is reported on.
@@ -52,23 +51,103 @@ const (
 const (
 	moveAt    = 64
 	moveDelay = 100 * time.Millisecond
-	// checkpointAt: once this many rows have been written to the inbox or
-	// moved out of it since the last checkpoint, the writer goroutine
-	// checkpoints after its next move: about SQLite's own 1000 pages.
-	checkpointAt = 1000
 )
+
+// queue is what waits for the writer: request records and breaker
+// changes. mu guards it all, so that nothing is queued after Close.
+type queue struct {
+	mu      sync.Mutex
+	closed  bool
+	records []*pending
+	events  []fleet.BreakerChange
+	room    chan struct{} // one token per queued record: four batches
+}
+
+// signals are how other goroutines reach the writer goroutine.
+type signals struct {
+	commit      chan struct{} // something queued is to be committed now
+	commitTimer *time.Timer   // commitDelay after the first journaled record waits
+	commitArmed atomic.Bool   // commitTimer will fire
+	jobs        chan job      // work to do on the writer's connection; one waits
+	prunes      chan chan pruned
+	quit        chan struct{} // closed by Close
+	stopped     chan struct{} // closed when the writer goroutine has exited
+}
+
+// writer is what the writer goroutine owns: its connection, and what it
+// keeps between two wake-ups.
+type writer struct {
+	c         *conn                 // the connection that writes
+	recs      []*pending            // reused by commitBatch
+	evs       []fleet.BreakerChange // reused by commitBatch
+	unmoved   int                   // records this Store put in the inbox and has not moved
+	moveTimer *time.Timer           // moveDelay after the first record waits in the inbox
+	moveArmed bool                  // moveTimer will fire
+	ckpt      checkpointer          // checkpoint.go
+	sweep     *sweep                // the sweep under way, nil when none (sweep.go)
+	// What could not be written, oldest first, and how trying again
+	// goes (backlog.go).
+	backlog    []*pending
+	evBacklog  []fleet.BreakerChange
+	retry      *time.Timer // the file can't be written: try again
+	retryArmed bool        // retry will fire
+	pauses     int         // failed tries in a row
+	flushed    int         // backlog records written since the last failure
+	lastLog    time.Time   // when a failure was last logged
+	jobsRun    int         // jobs done, for tests
+	closeErr   error       // closing the connections, for Close
+}
+
+// job is work another goroutine hands the writer: f runs on the writer
+// goroutine, after what is queued is committed, and done gets its error.
+type job struct {
+	f    func() error
+	done chan error
+}
+
+// do runs f on the writer goroutine and returns its error, or ErrClosed
+// once the writer has stopped. The writer takes a job between two steps
+// of whatever else it does (a commit, a move, a step of a sweep), and
+// while a checkpoint runs. ctx bounds the wait for room in the writer's
+// queue of jobs; a job queued is done.
+func (s *Store) do(ctx context.Context, f func() error) error {
+	j := job{f: f, done: make(chan error, 1)}
+	select {
+	case s.sig.jobs <- j:
+	case <-s.sig.stopped:
+		return ErrClosed
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	if s.cfg.jobQueued != nil {
+		s.cfg.jobQueued()
+	}
+	select {
+	case err := <-j.done:
+		return err
+	case <-s.sig.stopped:
+		// The writer answers a job before it stops, if it took it.
+		select {
+		case err := <-j.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
 
 // Record writes rec with its attempts and returns once it is durable, so
 // a caller that answers only after Record returns never answers a request
 // that history could lose to a crash of Switchyard. It is durable once it
-// is in the journal (journal.go): Record appends it there, hands it to
-// the writer goroutine and returns. A Store without a journal (another
-// Store on the same file holds it) commits rec before returning: at once,
-// itself, when no commit is running; records that arrive while one runs
-// share the next transaction. Attempts are stored in slice order: an
-// attempt's Order and RequestID are taken from its position and rec.ID.
-// An id already recorded is refused: without a journal Record fails with
-// an error; with one, the writer logs it and keeps the first record.
+// is in the journal (journal.go): Record appends it there, queues it for
+// the writer and returns. A Store without a journal (another Store on the
+// same file holds it) hands rec to the writer and returns once it is
+// committed: at once when the writer is idle; records that arrive while a
+// commit runs share the next transaction. Attempts are stored in slice
+// order: an attempt's Order and RequestID are taken from its position and
+// rec.ID. An id already recorded is refused: without a journal Record
+// fails with an error; with one, the writer logs it and keeps the first
+// record.
 //
 // When the queue is full Record waits for room. ctx bounds the wait, both
 // for room and for the commit; a record already queued when ctx ends is
@@ -100,14 +179,7 @@ func (s *Store) Record(ctx context.Context, rec fleet.RequestRecord) error {
 		// The journal can't be written (a full disk): commit instead,
 		// which says what is wrong.
 	}
-	lead, err := s.enqueue(ctx, p)
-	if err != nil {
-		return fmt.Errorf("record request %s: %w", rec.ID, err)
-	}
-	if s.afterEnqueue != nil {
-		s.afterEnqueue()
-	}
-	if err := s.wait(ctx, p, lead); err != nil {
+	if err := s.commitRecord(ctx, p); err != nil {
 		return fmt.Errorf("record request %s: %w", rec.ID, err)
 	}
 	return nil
@@ -117,128 +189,104 @@ func (s *Store) Record(ctx context.Context, rec fleet.RequestRecord) error {
 var errJournalWrite = errors.New("journal write failed")
 
 // journalRecord appends p to the journal and queues it for the writer
-// goroutine, which it wakes, once the queue has room.
+// goroutine, once the queue has room; it wakes the writer when commitAt
+// records wait, else makes sure it wakes within commitDelay.
 func (s *Store) journalRecord(ctx context.Context, p *pending) error {
-	if err := ctx.Err(); err != nil {
-		return context.Cause(ctx)
-	}
-	select {
-	case s.room <- struct{}{}:
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	if err := s.takeRoom(ctx); err != nil {
+		return err
 	}
 	j := s.journal
 	j.mu.Lock()
-	s.qmu.Lock()
+	s.q.mu.Lock()
 	err := ErrClosed
 	queued := 0
-	if !s.closed {
+	if !s.q.closed {
 		if err = j.appendFrame(p.rec); err == nil {
 			p.journaled = true
-			s.queue = append(s.queue, p)
-			queued = len(s.queue)
+			s.q.records = append(s.q.records, p)
+			queued = len(s.q.records)
 		}
 	}
-	s.qmu.Unlock()
+	s.q.mu.Unlock()
 	j.mu.Unlock()
 	if err != nil {
-		<-s.room
+		<-s.q.room
 		if err != ErrClosed {
 			if !j.failing.Swap(true) {
-				s.logf("history: %v; committing records before answering until it can be written again", err)
+				s.cfg.logf("history: %v; committing records before answering until it can be written again", err)
 			}
 			err = errJournalWrite
 		}
 		return err
 	}
 	if j.failing.Swap(false) {
-		s.logf("history: the journal can be written again")
+		s.cfg.logf("history: the journal can be written again")
 	}
-	if s.afterEnqueue != nil {
-		s.afterEnqueue()
+	if s.cfg.afterEnqueue != nil {
+		s.cfg.afterEnqueue()
 	}
 	switch {
 	case queued >= commitAt:
-		s.wake(s.takeOver)
-	case s.commitArmed.CompareAndSwap(false, true):
-		s.commitTimer.Reset(commitDelay)
+		wake(s.sig.commit)
+	case s.sig.commitArmed.CompareAndSwap(false, true):
+		s.sig.commitTimer.Reset(commitDelay)
 	}
 	return nil
 }
 
-// wait waits for p's commit. A Record that leads the queue commits it
-// itself as soon as it holds the writer's lock (at once when nobody
-// writes), unless someone else's commit takes its record first: then it
-// stops waiting for the lock, and whoever took the record sees to what
-// queued after it. Its commit is one batch, its own record in it; what is
-// left goes to the writer goroutine, as does the queue of a Record whose
-// ctx ends first.
-func (s *Store) wait(ctx context.Context, p *pending, lead bool) error {
-	var lock chan struct{} // nil: not leading, so never sent to
-	if lead {
-		lock = s.wlock
+// takeRoom waits for room in the queue for one record, while ctx lasts.
+func (s *Store) takeRoom(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
 	}
-	for {
+	select {
+	case s.q.room <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// commitRecord queues p, once there is room, wakes the writer and waits
+// for p's commit. When ctx ends first, p stays queued and is written.
+func (s *Store) commitRecord(ctx context.Context, p *pending) error {
+	if err := s.takeRoom(ctx); err != nil {
+		return err
+	}
+	s.q.mu.Lock()
+	if s.q.closed {
+		s.q.mu.Unlock()
+		<-s.q.room
+		return ErrClosed
+	}
+	s.q.records = append(s.q.records, p)
+	s.q.mu.Unlock()
+	if s.cfg.afterEnqueue != nil {
+		s.cfg.afterEnqueue()
+	}
+	wake(s.sig.commit)
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
 		select {
 		case err := <-p.done:
 			return err
-		case lock <- struct{}{}:
-			lock = nil
-			more := s.commitBatch()
-			<-s.wlock
-			if more {
-				s.wake(s.takeOver)
-			}
-		case <-ctx.Done():
-			// The record stays queued, and is written.
-			if lock != nil {
-				s.wake(s.takeOver)
-			}
-			select {
-			case err := <-p.done:
-				return err
-			default:
-				return context.Cause(ctx)
-			}
+		default:
+			return context.Cause(ctx)
 		}
 	}
 }
 
-// enqueue queues p, once there is room, and reports whether the caller is
-// to write the queue: nobody is writing it.
-func (s *Store) enqueue(ctx context.Context, p *pending) (lead bool, err error) {
-	if err := ctx.Err(); err != nil {
-		return false, context.Cause(ctx)
-	}
-	if s.isClosed() {
-		return false, ErrClosed
-	}
-	select {
-	case s.room <- struct{}{}:
-	case <-ctx.Done():
-		return false, context.Cause(ctx)
-	}
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	if s.closed {
-		<-s.room
-		return false, ErrClosed
-	}
-	s.queue = append(s.queue, p)
-	lead = !s.leading
-	s.leading = true
-	return lead, nil
-}
-
 func (s *Store) isClosed() bool {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	return s.closed
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	return s.q.closed
 }
 
 // wake sends on c, a channel of one slot, unless a wake-up waits there
 // already.
-func (s *Store) wake(c chan struct{}) {
+func wake(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:
@@ -246,29 +294,25 @@ func (s *Store) wake(c chan struct{}) {
 }
 
 // commitBatch commits up to batchSize queued records and as many queued
-// breaker changes in one transaction, and reports whether more wait. When
-// no record is left, nobody leads the queue: the next Record to queue does.
-// Writer lock only.
+// breaker changes in one transaction, and reports whether more wait.
+// Writer goroutine only.
 func (s *Store) commitBatch() (more bool) {
-	s.qmu.Lock()
-	n, m := min(len(s.queue), s.batchSize), min(len(s.events), s.batchSize)
-	recs := append(s.recs[:0], s.queue[:n]...)
-	evs := append(s.evs[:0], s.events[:m]...)
-	s.queue = shift(s.queue, n)
-	s.events = shift(s.events, m)
-	more = len(s.queue)+len(s.events) > 0
-	if len(s.queue) == 0 {
-		s.leading = false
-	}
-	s.qmu.Unlock()
+	s.q.mu.Lock()
+	n, m := min(len(s.q.records), s.cfg.batchSize), min(len(s.q.events), s.cfg.batchSize)
+	recs := append(s.w.recs[:0], s.q.records[:n]...)
+	evs := append(s.w.evs[:0], s.q.events[:m]...)
+	s.q.records = shift(s.q.records, n)
+	s.q.events = shift(s.q.events, m)
+	more = len(s.q.records)+len(s.q.events) > 0
+	s.q.mu.Unlock()
 	for range n {
-		<-s.room
+		<-s.q.room
 	}
 	if n+m > 0 {
 		s.write(recs, evs)
 	}
 	clear(recs)
-	s.recs, s.evs = recs, evs
+	s.w.recs, s.w.evs = recs, evs
 	return more
 }
 
@@ -279,15 +323,15 @@ func shift[T any](q []T, n int) []T {
 	return q[:rest]
 }
 
-// commitQueued commits everything queued, a batch at a time. Writer lock
-// only.
+// commitQueued commits everything queued, a batch at a time. Writer
+// goroutine only.
 func (s *Store) commitQueued() {
 	for s.commitBatch() {
 	}
 }
 
 // write commits recs and evs and reports to each Record. While the file
-// can't be written they join the backlog instead. Writer lock only.
+// can't be written they join the backlog instead. Writer goroutine only.
 func (s *Store) write(recs []*pending, evs []fleet.BreakerChange) {
 	if s.failing() {
 		// Keep the order: what waits is written first.
@@ -302,7 +346,7 @@ func (s *Store) write(recs []*pending, evs []fleet.BreakerChange) {
 	}
 	for _, p := range recs {
 		if p.err != nil {
-			s.logf("history: refused request %s: %v", p.id, p.err)
+			s.cfg.logf("history: refused request %s: %v", p.id, p.err)
 		}
 		p.done <- p.err
 	}
@@ -315,12 +359,12 @@ VALUES (?, ?, ?, ?, ?)`
 // transaction. A record the inbox refuses (a repeated id) gets its own
 // error in err, and the others are written; a breaker change the table
 // refuses is lost and counted. An error returned is the file's, and then
-// nothing was written. Writer lock only.
+// nothing was written. Writer goroutine only.
 func (s *Store) commit(recs []*pending, evs []fleet.BreakerChange) error {
-	if s.beforeCommit != nil {
-		s.beforeCommit(len(recs), len(evs))
+	if s.cfg.beforeCommit != nil {
+		s.cfg.beforeCommit(len(recs), len(evs))
 	}
-	w := s.w
+	w := s.w.c
 	if err := w.begin(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -348,7 +392,7 @@ func (s *Store) commit(recs []*pending, evs []fleet.BreakerChange) error {
 			return fmt.Errorf("write breaker change of %s: %w", ev.Candidate, err)
 		case err != nil:
 			s.dropped.Add(1)
-			s.logf("history: lost breaker change %s %s->%s: %v", ev.Candidate, ev.From, ev.To, err)
+			s.cfg.logf("history: lost breaker change %s %s->%s: %v", ev.Candidate, ev.From, ev.To, err)
 		}
 	}
 	if err := w.commit(); err != nil {
@@ -365,341 +409,172 @@ func (s *Store) commit(recs []*pending, evs []fleet.BreakerChange) error {
 			}
 		}
 		if err := s.journal.committed(n); err != nil {
-			s.logf("history: %v", err)
+			s.cfg.logf("history: %v", err)
 		}
 	}
-	if written > 0 {
-		s.unmoved += written
-		s.sinceCheckpoint += written
-		switch {
-		case s.moveAt > 0 && s.unmoved >= s.moveAt:
-			s.wake(s.moveNow)
-		case s.moveDelay > 0 && !s.moveArmed:
-			s.moveArmed = true
-			s.moveTimer.Reset(s.moveDelay)
-		}
-	}
+	s.w.unmoved += written
+	s.w.ckpt.since += written
 	return nil
 }
 
 // RecordBreaker queues a breaker transition and returns at once. When the
 // queue is full or the Store is closed the change is dropped and counted
-// (see Dropped). The transaction of any Record that queues after it writes
-// it too, if the writer goroutine has not yet; Close writes whatever is
-// queued.
+// (see Dropped). Close writes whatever is queued.
 func (s *Store) RecordBreaker(ch fleet.BreakerChange) {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	if s.closed || len(s.events) >= 4*s.batchSize {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	if s.q.closed || len(s.q.events) >= 4*s.cfg.batchSize {
 		s.dropped.Add(1)
-		if !s.closed {
-			s.logf("history: queue full, dropped breaker change %s %s->%s", ch.Candidate, ch.From, ch.To)
+		if !s.q.closed {
+			s.cfg.logf("history: queue full, dropped breaker change %s %s->%s", ch.Candidate, ch.From, ch.To)
 		}
 		return
 	}
-	s.events = append(s.events, ch)
-	s.wake(s.eventsQueued)
+	s.q.events = append(s.q.events, ch)
+	wake(s.sig.commit)
 }
 
-// run is the writer goroutine. It writes what a Record left queued and
-// breaker changes, moves the inbox, prunes once at start and every
-// pruneEvery (if positive),
-// tries again while the file can't be written, and on Close writes what is
-// left and exits.
-func (s *Store) run(pruneEvery time.Duration) {
-	defer close(s.stopped)
+// run is the writer goroutine. It commits what is queued, does the jobs
+// handed to it, moves the inbox, sweeps once at start, every pruneEvery
+// (if positive) and when Prune asks, checkpoints, tries again while the
+// file can't be written, and on Close writes what is left and exits.
+//
+// While a checkpoint runs (checkpoint.go) it commits nothing that can
+// wait: a journaled record is durable already, and a WAL that commits
+// keep growing is never copied whole, so the checkpoint would never catch
+// up. What can't wait goes on: a job (a query waits for it) and a record
+// whose Record waits for its commit (no journal).
+func (s *Store) run() {
+	defer close(s.sig.stopped)
 	var tick <-chan time.Time
-	if pruneEvery > 0 {
-		t := time.NewTicker(pruneEvery)
+	if s.cfg.pruneEvery > 0 {
+		t := time.NewTicker(s.cfg.pruneEvery)
 		defer t.Stop()
 		tick = t.C
 	}
 	// What expired while Switchyard was not running, now that Open has
 	// returned.
-	if _, err := s.sweep(context.Background(), s.quit); err != nil && !errors.Is(err, ErrClosed) {
-		s.logf("history: %v", err)
-	}
-	close(s.startSwept)
+	s.beginSweep(nil, true)
 	for {
-		select {
-		case <-s.takeOver:
-			s.locked(func() {})
-		case <-s.eventsQueued:
-			s.locked(func() {})
-		case <-s.moveNow:
-			s.locked(s.move)
-		case <-s.commitTimer.C:
-			s.commitArmed.Store(false)
-			s.locked(func() {})
-		case <-s.moveTimer.C:
-			s.locked(func() {
-				s.moveArmed = false
-				s.move()
-			})
-		case <-s.retry.C:
-			s.locked(s.retryWrites)
-		case <-tick:
-			if _, err := s.sweep(context.Background(), s.quit); err != nil && !errors.Is(err, ErrClosed) {
-				s.logf("history: %v", err)
+		var commit chan struct{}
+		var commitTimer, moveTimer, retry <-chan time.Time
+		var step <-chan struct{}
+		switch {
+		case !s.w.ckpt.running:
+			commit = s.sig.commit
+			commitTimer, moveTimer, retry = s.sig.commitTimer.C, s.w.moveTimer.C, s.w.retry.C
+			if s.w.sweep != nil {
+				step = ready
 			}
-		case <-s.quit:
-			s.locked(s.shutdown)
+		case s.journal == nil:
+			commit = s.sig.commit
+		}
+		select {
+		case j := <-s.sig.jobs:
+			s.runJob(j)
+		case <-commit:
+			s.commitQueued()
+			s.moveWhenDue()
+		case <-commitTimer:
+			s.sig.commitArmed.Store(false)
+			s.commitQueued()
+			s.moveWhenDue()
+		case <-moveTimer:
+			s.w.moveArmed = false
+			s.commitQueued()
+			s.move()
+		case <-retry:
+			s.commitQueued()
+			s.retryWrites()
+		case <-tick:
+			s.beginSweep(nil, false)
+		case done := <-s.sig.prunes:
+			s.beginSweep(done, false)
+		case err := <-s.w.ckpt.done:
+			s.checkpointed(err)
+		case <-step:
+			// A job waiting goes first: a query waits for one step of a
+			// sweep at most.
+			select {
+			case j := <-s.sig.jobs:
+				s.runJob(j)
+			default:
+				s.sweepStep()
+			}
+		case <-s.sig.quit:
+			s.stop()
 			return
 		}
 	}
 }
 
-// locked runs f holding the writer's lock, after writing what is queued.
-func (s *Store) locked(f func()) {
-	s.wlock <- struct{}{}
-	defer func() { <-s.wlock }()
-	s.commitQueued()
-	f()
+// ready is always ready to receive from.
+var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// runJob commits what is queued and does j.
+func (s *Store) runJob(j job) {
+	var err error
+	if s.w.c == nil {
+		err = ErrClosed
+	} else {
+		s.commitQueued()
+		err = j.f()
+	}
+	s.w.jobsRun++
+	j.done <- err
+}
+
+// moveWhenDue moves the inbox when moveAt records wait there, or makes
+// sure it is moved within moveDelay. Writer goroutine only.
+func (s *Store) moveWhenDue() {
+	switch {
+	case s.w.unmoved == 0:
+	case s.cfg.moveAt > 0 && s.w.unmoved >= s.cfg.moveAt:
+		s.move()
+	case s.cfg.moveDelay > 0 && !s.w.moveArmed:
+		s.w.moveArmed = true
+		s.w.moveTimer.Reset(s.cfg.moveDelay)
+	}
 }
 
 // move empties the inbox, and checkpoints when one is due; when it
-// can't, it says so and tries again later. Writer lock only.
+// can't, it says so and tries again later. Writer goroutine only.
 func (s *Store) move() {
 	if err := s.moveAll(); err != nil {
 		s.fail(err)
 		s.armRetry()
 	}
-	s.checkpoint()
+	s.checkpointWhenDue()
 }
 
-// checkpoint copies the WAL into the database file once checkpointAt rows
-// have been written since the last time. The writer's connection never
-// checkpoints on its own (wal_autocheckpoint is off on it): SQLite would
-// do it, fsyncs and all, in whichever commit filled the WAL past 1000
-// pages, often a Record's. Here it runs after a move, off the request
-// path; and as it runs on the writer's connection, holding the writer's
-// lock, no commit lands meanwhile, so it copies the whole WAL (unless a
-// reader holds an older snapshot) and the next commit starts the WAL
-// again from its beginning. (A checkpoint on another connection, beside
-// the commits, never caught up with them: the WAL grew without end.)
-// Writer lock only.
-func (s *Store) checkpoint() {
-	if s.sinceCheckpoint < checkpointAt {
-		return
+// stop ends the writer on Close: it lets a running checkpoint finish and
+// a sweep under way stop (the next one finishes it), writes what is
+// queued, the backlog (one last try), moves the inbox and closes the
+// connections. What still can't be written is lost, and said so; records
+// that stay in the inbox are moved at the next Open.
+func (s *Store) stop() {
+	if s.w.ckpt.running {
+		s.checkpointed(<-s.w.ckpt.done)
 	}
-	s.sinceCheckpoint = 0
-	if _, err := s.w.query("PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
-		s.logf("history: checkpoint: %v", err)
-	}
-}
-
-// shutdown writes what Close left queued (locked did), the backlog (one
-// last try) and moves the inbox. What still can't be written is lost, and
-// said so; records that stay in the inbox are moved at the next Open.
-// Writer lock only.
-func (s *Store) shutdown() {
+	s.endSweep(nil)
+	s.commitQueued()
 	if !s.flush() {
 		n, m := s.dropBacklog()
-		s.logf("history: stopping with %d records and %d breaker changes that could not be written: they are lost (%v)", n, m, s.lastErr())
+		s.cfg.logf("history: stopping with %d records and %d breaker changes that could not be written: they are lost (%v)", n, m, s.lastErr())
 	}
 	if err := s.moveAll(); err != nil {
-		s.logf("history: stopping with records not yet moved out of the inbox; the next start moves them: %v", err)
+		s.cfg.logf("history: stopping with records not yet moved out of the inbox; the next start moves them: %v", err)
 	}
-	if _, err := s.w.exec("PRAGMA optimize"); err != nil {
-		s.logf("history: optimize: %v", err)
+	if _, err := s.w.c.exec("PRAGMA optimize"); err != nil {
+		s.cfg.logf("history: optimize: %v", err)
 	}
 	if s.journal != nil {
 		if err := s.journal.close(); err != nil {
-			s.logf("history: %v", err)
+			s.cfg.logf("history: %v", err)
 		}
 	}
-}
-
-// Sweeping (docs/DESIGN.md, "Retention"): a sweep deletes sweepBatch rows a
-// transaction and gives the writer's lock back between two, so that a
-// Record or a query that needs the lock waits for one batch at most, never
-// for the whole sweep; then it gives the freed pages back to the file
-// system (incremental_vacuum, vacuumStep pages at a time, the same way).
-// It checkpoints every sweepCheckpointAt rows or pages, a step of its own,
-// so that the WAL stays short; when the WAL starts over SQLite cuts its
-// file back to walLimit (journal_size_limit).
-const (
-	sweepBatch        = 64
-	sweepCheckpointAt = 256 // rows deleted (or pages given back) between two checkpoints
-	vacuumStep        = 32  // pages: 128 KiB at SQLite's 4 KiB
-	walLimit          = 64 << 20
-)
-
-const (
-	sweepRequests = `DELETE FROM requests WHERE id IN
-	(SELECT id FROM requests WHERE started_at < ?1 ORDER BY started_at LIMIT ?2)`
-	sweepBreakers = `DELETE FROM breaker_events WHERE id IN
-	(SELECT id FROM breaker_events WHERE at < ?1 ORDER BY at LIMIT ?2)`
-	sweepRollups = `DELETE FROM rollups WHERE (width, at, candidate) IN
-	(SELECT width, at, candidate FROM rollups WHERE width = ?3 AND at <= ?1 - ?3 LIMIT ?2)`
-)
-
-// Prune deletes the requests (their attempts go with them) and breaker
-// events that started more than Retention before Now (to the minute), a
-// small batch at a time, and reports how many requests and breaker events
-// it deleted. Records still in the inbox wait for the next one. The
-// writer does it after Open and every PruneEvery; calling it directly is
-// safe too.
-func (s *Store) Prune(ctx context.Context) (int64, error) {
-	return s.sweep(ctx, nil)
-}
-
-// sweep is Prune; it stops between two batches when quit closes (Close),
-// and the next sweep finishes it.
-func (s *Store) sweep(ctx context.Context, quit <-chan struct{}) (int64, error) {
-	var total int64
-	// lock takes the writer's lock and writes what is queued (the writer
-	// goroutine, busy sweeping, does not meanwhile); step runs f holding
-	// it, after a checkpoint of its own when one is due.
-	lock := func() (stop bool, err error) {
-		select {
-		case s.wlock <- struct{}{}:
-		case <-ctx.Done():
-			return true, context.Cause(ctx)
-		case <-quit:
-			return true, nil
-		}
-		if s.w == nil {
-			<-s.wlock
-			return true, ErrClosed
-		}
-		s.commitQueued()
-		return false, nil
-	}
-	step := func(deletes bool, f func() (int64, error)) (n int64, stop bool, err error) {
-		if stop, err := lock(); stop {
-			return 0, true, err
-		}
-		if s.sinceCheckpoint >= sweepCheckpointAt {
-			// A checkpoint is a step of its own, and comes often: the
-			// WAL stays short, and with it each checkpoint and every
-			// reader's lookups.
-			s.sinceCheckpoint = checkpointAt
-			s.checkpoint()
-			<-s.wlock
-			if stop, err := lock(); stop {
-				return 0, true, err
-			}
-		}
-		defer func() {
-			<-s.wlock
-			if s.swept != nil && deletes && err == nil {
-				s.swept(n)
-			}
-		}()
-		n, err = f()
-		return n, false, err
-	}
-	if s.isClosed() {
-		return 0, ErrClosed
-	}
-	if s.retention < 0 {
-		return 0, nil
-	}
-	cutoff := s.now().Add(-s.retention).UnixMilli()
-	cutoff -= cutoff % minuteMs // the roll-ups count whole minutes
-	// Most sweeps find nothing to do: they say so without the lock.
-	var expired bool
-	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM requests WHERE started_at < ?1)
-		OR EXISTS (SELECT 1 FROM breaker_events WHERE at < ?1)`, cutoff).Scan(&expired); err != nil || !expired {
-		return 0, wrapPrune(err)
-	}
-	type batch struct {
-		q    string
-		args []driver.Value
-	}
-	batches := []batch{{sweepRequests, nil}, {sweepBreakers, nil}}
-	for _, w := range rollupWidths {
-		batches = append(batches, batch{sweepRollups, []driver.Value{w}})
-	}
-	for _, b := range batches {
-		args := append([]driver.Value{cutoff, int64(s.sweepBatch)}, b.args...)
-		for {
-			n, stop, err := step(true, func() (int64, error) { return s.inTx(b.q, args...) })
-			if err != nil {
-				return total, wrapPrune(err)
-			}
-			if b.q != sweepRollups {
-				total += n
-			}
-			if stop {
-				return total, nil
-			}
-			if n < int64(s.sweepBatch) {
-				break
-			}
-		}
-	}
-	if total == 0 {
-		return 0, nil
-	}
-	for {
-		n, stop, err := step(false, s.vacuumStep)
-		if err != nil {
-			return total, wrapPrune(err)
-		}
-		if stop || n == 0 {
-			break
-		}
-	}
-	_, _, err := step(false, func() (int64, error) {
-		s.sinceCheckpoint = checkpointAt
-		s.checkpoint()
-		return 0, nil
-	})
-	return total, wrapPrune(err)
-}
-
-func wrapPrune(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("prune history: %w", err)
-}
-
-// inTx runs q with args in a transaction of its own and reports how many
-// rows it changed. Writer lock only.
-func (s *Store) inTx(q string, args ...driver.Value) (int64, error) {
-	w := s.w
-	if err := w.begin(); err != nil {
-		return 0, err
-	}
-	n, err := w.exec(q, args...)
-	if err != nil {
-		w.rollback()
-		return 0, err
-	}
-	if err := w.commit(); err != nil {
-		w.rollback()
-		return 0, err
-	}
-	s.sinceCheckpoint += int(n)
-	return n, nil
-}
-
-// vacuumStep gives up to vacuumStep free pages back to the file system and
-// reports how many it gave back. Writer lock only.
-func (s *Store) vacuumStep() (int64, error) {
-	before, err := s.freePages()
-	if err != nil || before == 0 {
-		return 0, err
-	}
-	if _, err := s.w.query("PRAGMA incremental_vacuum(" + strconv.Itoa(vacuumStep) + ")"); err != nil {
-		return 0, err
-	}
-	after, err := s.freePages()
-	s.sinceCheckpoint += int(before - after)
-	return before - after, err
-}
-
-// freePages is how many pages of the file are free. Writer lock only.
-func (s *Store) freePages() (int64, error) {
-	rows, err := s.w.query("PRAGMA freelist_count")
-	if err != nil || len(rows) == 0 {
-		return 0, err
-	}
-	n, _ := rows[0][0].(int64)
-	return n, nil
+	s.w.closeErr = errors.Join(s.w.c.close(), s.w.ckpt.c.close())
+	s.w.c = nil
 }
 
 // settle commits what waits in the journal and moves what waits in the
@@ -714,15 +589,10 @@ func (s *Store) settle(ctx context.Context) {
 			return
 		}
 	}
-	select {
-	case s.wlock <- struct{}{}:
-	case <-ctx.Done():
-		return
-	}
-	defer func() { <-s.wlock }()
-	if s.w != nil {
+	s.do(ctx, func() error {
 		s.move()
-	}
+		return nil
+	})
 }
 
 // flag is a bool as SQLite stores it.

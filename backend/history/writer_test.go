@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -284,17 +282,13 @@ func TestRecordWaitsForRoom(t *testing.T) {
 	}
 }
 
-// An idle writer commits a record at once, on the caller's goroutine:
-// no wait for a tick or for a batch to fill (the bubble's clock does not
-// move), no hand-off to another goroutine, and a batch of one.
+// An idle writer commits a record at once: no wait for a tick or for a
+// batch to fill (the bubble's clock does not move), and a batch of one.
 func TestIdleWriterCommitsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var batches []int
-		var byCaller []bool
 		s, _ := openTemp(t, Options{Now: time.Now}, hooks{noJournal: true, beforeCommit: func(records, _ int) {
 			batches = append(batches, records)
-			buf := make([]byte, 8<<10)
-			byCaller = append(byCaller, strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*Store).Record"))
 		}})
 		start := time.Now()
 		for i := range 3 {
@@ -303,39 +297,13 @@ func TestIdleWriterCommitsAtOnce(t *testing.T) {
 		if d := time.Since(start); d != 0 {
 			t.Errorf("three Records on an idle writer took %v of the bubble's clock; want none", d)
 		}
-		if !reflect.DeepEqual(batches, []int{1, 1, 1}) || !reflect.DeepEqual(byCaller, []bool{true, true, true}) {
-			t.Errorf("commits of %v records, by the Record's own goroutine %v; want three of one, each by its Record", batches, byCaller)
+		if !reflect.DeepEqual(batches, []int{1, 1, 1}) {
+			t.Errorf("commits of %v records; want three of one", batches)
 		}
 		// Committed, and not moved yet: that waits for moveDelay.
 		if n := rows(t, s.db, "inbox"); n != 3 {
 			t.Errorf("%d records in the inbox; want 3", n)
 		}
-	})
-}
-
-// A Record that leads the queue, and waits for the writer's lock, returns
-// as soon as someone else's commit takes its record, rather than waiting
-// for the lock only to commit what queued after it. (Waiting for the lock
-// made every commit one record long: each Record committed the next
-// one's.)
-func TestLeaderReturnsWhenAnotherCommitTakesIt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s, _ := openTemp(t, Options{Now: time.Now})
-		s.wlock <- struct{}{} // a commit under way
-		done := make(chan error, 1)
-		go func() { done <- s.Record(context.Background(), rec("a", t0)) }()
-		synctest.Wait() // "a" leads the queue and waits for the lock
-		s.commitQueued()
-		synctest.Wait()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Record(a) = %v", err)
-			}
-		default:
-			t.Error("Record(a) still waits for the writer's lock after its record was committed")
-		}
-		<-s.wlock
 	})
 }
 

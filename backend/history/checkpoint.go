@@ -1,0 +1,63 @@
+package history
+
+// Checkpoints (docs/DESIGN.md, "History"). The writer's connection never
+// checkpoints in a commit (wal_autocheckpoint is off on it): SQLite would
+// do it, fsyncs and all, in whichever commit filled the WAL past 1000
+// pages. The writer goroutine asks for one instead, once checkpointAt rows
+// have been written since the last, and a goroutine of the checkpoint's
+// own runs it on a connection of its own, so that the writer goes on
+// doing the jobs queries hand it: a checkpoint's fsyncs take from 100 ms
+// to over a second on a slow disk, and a sweep at 10M requests asks for
+// one every few hundred rows. Meanwhile the writer commits nothing that
+// can wait (see run), so the checkpoint copies the whole WAL (unless a
+// reader holds an older snapshot) and the next commit starts the WAL again
+// from its beginning, where SQLite cuts its file back to walLimit
+// (journal_size_limit). (A checkpoint beside a stream of commits never
+// caught up with them: the WAL grew without end.)
+
+// checkpointAt: once this many rows have been written to the inbox or
+// moved out of it since the last checkpoint, the writer checkpoints after
+// its next move: about SQLite's own 1000 pages.
+const checkpointAt = 1000
+
+// checkpointer is the writer's side of checkpointing.
+type checkpointer struct {
+	c       *conn      // the checkpoint's own connection
+	since   int        // rows written since the last checkpoint began
+	running bool       // a checkpoint runs
+	done    chan error // its result
+}
+
+// checkpointWhenDue starts a checkpoint once checkpointAt rows have been
+// written since the last one. Writer goroutine only.
+func (s *Store) checkpointWhenDue() {
+	if s.w.ckpt.since >= checkpointAt {
+		s.startCheckpoint()
+	}
+}
+
+// startCheckpoint starts a checkpoint unless one runs. Writer goroutine
+// only.
+func (s *Store) startCheckpoint() {
+	ck := &s.w.ckpt
+	if ck.running {
+		return
+	}
+	ck.since, ck.running = 0, true
+	c, done, hook := ck.c, ck.done, s.cfg.checkpointing
+	go func() {
+		if hook != nil {
+			hook()
+		}
+		_, err := c.query("PRAGMA wal_checkpoint(PASSIVE)")
+		done <- err
+	}()
+}
+
+// checkpointed takes the end of a checkpoint. Writer goroutine only.
+func (s *Store) checkpointed(err error) {
+	s.w.ckpt.running = false
+	if err != nil {
+		s.cfg.logf("history: checkpoint: %v", err)
+	}
+}
