@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -200,6 +201,13 @@ func oaContent(raw json.RawMessage, m *fleet.Message) error {
 		return nil
 	}
 	if raw[0] == '"' {
+		if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+			// The usual content: raw is a JSON string the body's decoder
+			// checked, and with no escapes and valid UTF-8 it is what
+			// json.Unmarshal would make of it, quotes off.
+			m.Content = string(raw[1 : len(raw)-1])
+			return nil
+		}
 		return json.Unmarshal(raw, &m.Content)
 	}
 	var parts []wire.ContentPart
@@ -290,12 +298,19 @@ func (s *Server) decodeFields(w http.ResponseWriter, r *http.Request, q any) (ma
 	if err != nil {
 		return nil, status, err
 	}
+	if qr, ok := q.(quickRequest); ok && qr.decodeQuick(body) {
+		return fields, 0, nil
+	}
 	if err := json.Unmarshal(body, q); err != nil {
 		status, err := s.bodyError(err)
 		return nil, status, err
 	}
 	return fields, 0, nil
 }
+
+// quickRequest is a request type with a fast path through its usual
+// bodies (quickChat); decodeQuick false leaves the body to json.Unmarshal.
+type quickRequest interface{ decodeQuick(body []byte) bool }
 
 // readRequest decodes a request body of type T, keeping its fields as
 // decodeFields does; a bad body is answered with write, and ok is false.
