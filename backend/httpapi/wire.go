@@ -213,6 +213,11 @@ func assemble(a *router.Answer) *answer {
 // false, having changed nothing, when raw is not an object it could read
 // whole; invalid UTF-8, which encoding/json replaces, is one, and so is
 // anything malformed, which encoding/json refuses.
+//
+// The values are raw's own bytes, not copies (jsontext parses a
+// bytes.Buffer in place): raw must not change while *fields is in use. Its
+// callers' raw is a request body or an event the answer holds, neither
+// written again.
 func mergeFields(fields *map[string]json.RawMessage, raw []byte) bool {
 	d := jsontext.NewDecoder(bytes.NewBuffer(raw), jsontext.AllowDuplicateNames(true))
 	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
@@ -225,16 +230,19 @@ func mergeFields(fields *map[string]json.RawMessage, raw []byte) bool {
 	var got [16]field
 	read := got[:0]
 	for d.PeekKind() == '"' {
-		tok, err := d.ReadToken()
+		n, err := d.ReadValue()
 		if err != nil {
 			return false
 		}
-		name := tok.String() // the token is only valid until the next read
+		name, ok := fieldName(n)
+		if !ok {
+			return false
+		}
 		v, err := d.ReadValue()
 		if err != nil {
 			return false
 		}
-		read = append(read, field{name, bytes.Clone(v)})
+		read = append(read, field{name, v})
 	}
 	if _, err := d.ReadToken(); err != nil {
 		return false
@@ -249,6 +257,30 @@ func mergeFields(fields *map[string]json.RawMessage, raw []byte) bool {
 		(*fields)[f.name] = f.value
 	}
 	return true
+}
+
+// fieldName is the name a quoted JSON name stands for: the usual names of
+// a request and of an answer's events are constants, not a string made
+// for each. False when the name does not unquote.
+func fieldName(quoted []byte) (string, bool) {
+	if bytes.IndexByte(quoted, '\\') >= 0 {
+		b, err := jsontext.AppendUnquote(nil, quoted)
+		return string(b), err == nil
+	}
+	name := quoted[1 : len(quoted)-1]
+	for _, k := range commonNames {
+		if string(name) == k {
+			return k, true
+		}
+	}
+	return string(name), true
+}
+
+// commonNames are the top-level names of the usual chat request and of
+// the events an answer is put together from.
+var commonNames = []string{
+	"model", "messages", "stream", "stream_options", "temperature", "top_p", "max_tokens", "tools",
+	"id", "object", "created", "system_fingerprint", "choices", "usage", "timings",
 }
 
 // appendArray appends the elements of the JSON array arr to the open array
