@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // MergeRaw is the body sent to an upstream that speaks the caller's
@@ -19,25 +20,18 @@ import (
 // map's.
 func MergeRaw(fields map[string]json.RawMessage, set map[string]any) ([]byte, error) {
 	keys := make([]string, 0, len(fields)+len(set))
-	size := 64 // room for keys that need escaping
+	size := 64 // room for keys that need escaping, and for the values set
 	for k, v := range fields {
 		if _, over := set[k]; !over {
 			keys = append(keys, k)
 			size += len(k) + len(v) + 4
 		}
 	}
-	vals := make(map[string][]byte, len(set))
 	for k, v := range set {
-		if v == nil {
-			continue
+		if v != nil {
+			keys = append(keys, k)
+			size += len(k) + 32
 		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", k, err)
-		}
-		vals[k] = b
-		keys = append(keys, k)
-		size += len(k) + len(b) + 4
 	}
 	slices.Sort(keys)
 	out := make([]byte, 0, size)
@@ -48,25 +42,69 @@ func MergeRaw(fields map[string]json.RawMessage, set map[string]any) ([]byte, er
 		}
 		out = appendKey(out, k)
 		out = append(out, ':')
-		if b, ok := vals[k]; ok {
-			out = append(out, b...)
-		} else {
+		v, over := set[k]
+		if !over {
 			out = append(out, fields[k]...)
+			continue
+		}
+		var err error
+		if out, err = appendValue(out, v); err != nil {
+			return nil, fmt.Errorf("encode %s: %w", k, err)
 		}
 	}
 	return append(out, '}'), nil
 }
 
+// appendValue appends v as json.Marshal encodes it. The values MergeRaw is
+// usually given (the model's name, stream: true, a field as JSON already)
+// are written without reflection.
+func appendValue(dst []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case bool:
+		return strconv.AppendBool(dst, v), nil
+	case string:
+		if plainKey(v) {
+			return strconv.AppendQuote(dst, v), nil // nothing in it to escape
+		}
+	case json.RawMessage:
+		if plainJSON(v) && Valid(v) {
+			return append(dst, v...), nil // already as json.Marshal would compact and escape it
+		}
+	}
+	b, err := json.Marshal(v)
+	return append(dst, b...), err
+}
+
 // appendKey appends k as a JSON string: as it is when it needs no
 // escaping, else as encoding/json writes it.
 func appendKey(dst []byte, k string) []byte {
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(k)
-			return append(dst, b...)
-		}
+	if !plainKey(k) {
+		b, _ := json.Marshal(k)
+		return append(dst, b...)
 	}
 	dst = append(dst, '"')
 	dst = append(dst, k...)
 	return append(dst, '"')
+}
+
+// plainJSON reports whether b holds nothing json.Marshal would compact
+// or escape in a json.RawMessage: printable ASCII without space or <>&.
+func plainJSON(b []byte) bool {
+	for _, c := range b {
+		if c <= ' ' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainKey reports whether s is printable ASCII that encoding/json writes
+// as it is, quotes around it.
+func plainKey(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }

@@ -70,3 +70,33 @@ func BenchmarkMergeRaw(b *testing.B) {
 		MergeRaw(fields, map[string]any{"model": "m", "stream": true, "stream_options": map[string]json.RawMessage{"include_usage": json.RawMessage("true")}})
 	}
 }
+
+// BenchmarkMergeRawSmall is the usual short chat body, where the fields
+// put in cost more than the caller's copied.
+func BenchmarkMergeRawSmall(b *testing.B) {
+	var fields map[string]json.RawMessage
+	json.Unmarshal([]byte(`{"model":"auto","stream":true,"messages":[{"role":"user","content":"hi"}]}`), &fields)
+	b.ReportAllocs()
+	for b.Loop() {
+		MergeRaw(fields, map[string]any{"model": "m", "stream": true, "stream_options": json.RawMessage(`{"include_usage":true}`)})
+	}
+}
+
+// appendValue writes what json.Marshal writes, and fails where it fails.
+func FuzzAppendValue(f *testing.F) {
+	for _, s := range []string{`m`, `qwen3:0.6b`, `a"b`, `<tag>`, "é", "\u2028", `{"include_usage":true}`, `{"a": 1}`, `[1,2`, `"x"`, `true`, "\xff"} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, s string, raw bool) {
+		var v any = s
+		if raw {
+			v = json.RawMessage(s)
+		}
+		got, gotErr := appendValue(nil, v)
+		want, wantErr := json.Marshal(v)
+		if (gotErr != nil) != (wantErr != nil) || gotErr == nil && string(got) != string(want) {
+			t.Fatalf("appendValue(%#v) = %s, %v; want %s, %v", v, got, gotErr, want, wantErr)
+		}
+	})
+}

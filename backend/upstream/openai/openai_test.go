@@ -933,3 +933,17 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		t.Error("the redirect was followed")
 	}
 }
+
+// BenchmarkRawBody is the body of a usual same-dialect streamed chat: the
+// caller's fields with the model, the stream and its usage put in.
+func BenchmarkRawBody(b *testing.B) {
+	var raw map[string]json.RawMessage
+	json.Unmarshal([]byte(`{"model":"auto","stream":true,"messages":[{"role":"user","content":"hi"}]}`), &raw)
+	req := &fleet.Request{Model: "auto", Stream: true, Messages: []fleet.Message{{Role: "user", Content: "hi"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := rawBody(fleet.Candidate{Model: "tiny"}, req, raw, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -53,6 +53,9 @@ func requestBody(c fleet.Candidate, req *fleet.Request, stream bool) (string, []
 	return path, body, nil
 }
 
+// includeUsage is the stream options sent for a caller that sent none.
+var includeUsage = json.RawMessage(`{"include_usage":true}`)
+
 // rawBody forwards the fields of an OpenAI caller to the endpoint it
 // called, with the candidate's model, a stream with usage (or, when stream
 // is false, one answer), and thinking as the router resolved it where the
@@ -71,13 +74,18 @@ func rawBody(c fleet.Candidate, req *fleet.Request, raw map[string]json.RawMessa
 	if !stream {
 		set["stream_options"] = nil // a server may refuse it without a stream
 	}
-	opts := map[string]json.RawMessage{}
+	// include_usage for the history; dropped for a caller that did not
+	// ask. A caller's own options are read even without a stream, to
+	// refuse ones that are no object.
+	var opts any = includeUsage
 	if so := raw["stream_options"]; len(so) > 0 && string(so) != "null" {
-		if err := json.Unmarshal(so, &opts); err != nil {
+		m := map[string]json.RawMessage{}
+		if err := json.Unmarshal(so, &m); err != nil {
 			return "", nil, badRequest("stream_options: expected an object")
 		}
+		m["include_usage"] = json.RawMessage("true")
+		opts = m
 	}
-	opts["include_usage"] = json.RawMessage("true") // for the history; dropped for a caller that did not ask
 	if stream {
 		set["stream_options"] = opts
 	}
