@@ -10,6 +10,10 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/ollama/ollama/api"
+
+	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/openai/wire"
 	"github.com/switchyard/switchyard/backend/router"
 )
 
@@ -116,4 +120,45 @@ func FuzzReadFields(f *testing.F) {
 			t.Fatalf("readFields(%q) fields = %v; want %v", body, got, want)
 		}
 	})
+}
+
+// A same-dialect whole answer is the bytes that encoding the upstream's
+// fields as a map, the answer's put over them, gave: sorted names, values
+// compacted and HTML-escaped.
+func TestWholeAnswerAsMap(t *testing.T) {
+	events := [][]byte{
+		[]byte(`{"created":7,"object":"chat.completion.chunk","system_fingerprint":"<fp>&","choices":[{"delta":{"role":"assistant"}}]}`),
+		[]byte(`{"choices":[{"finish_reason":"stop","delta":{}}],"timings": { "a" : [1, 2] },"x\u2028<":"\u2028 é","model":"tiny"}`),
+	}
+	msg := fleet.Message{Role: "assistant", Content: "Hi <b> & \u2028 there"}
+	encoded := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	asMap := func(fields map[string]json.RawMessage, set map[string]any) string {
+		m := maps.Clone(fields)
+		for k, v := range set {
+			m[k] = json.RawMessage(encoded(v))
+		}
+		return encoded(m)
+	}
+
+	oa := assemble(&router.Answer{Meta: router.Meta{RequestID: "r", Candidate: fleet.Candidate{Provider: fleet.ProviderOpenAI, Model: "tiny"}},
+		Message: msg, FinishReason: "stop", Events: events})
+	oaReq := &fleet.Request{Protocol: fleet.ProtocolOpenAI, Raw: &fleet.Raw{Dialect: fleet.ProviderOpenAI}}
+	out := openaiAnswer(&fleet.Request{}, oa, "chat.completion").(wire.Completion) // the answer in the caller's shape
+	want := asMap(oa.Fields, map[string]any{"object": out.Object, "choices": out.Choices, "id": out.ID, "usage": out.Usage})
+	if got := encoded(openaiAnswer(oaReq, oa, "chat.completion")); got != want {
+		t.Errorf("OpenAI answer = %s\nwant %s", got, want)
+	}
+
+	ol := assemble(&router.Answer{Meta: router.Meta{Candidate: fleet.Candidate{Provider: fleet.ProviderOllama}}, Message: msg, Events: events})
+	olReq := &fleet.Request{Protocol: fleet.ProtocolOllama, Raw: &fleet.Raw{Dialect: fleet.ProviderOllama}}
+	want = asMap(ol.Fields, map[string]any{"done": true, "message": api.Message{Role: "assistant", Content: msg.Content}})
+	if got := encoded(ollamaWhole(olReq, ol, false, 0)); got != want {
+		t.Errorf("Ollama answer = %s\nwant %s", got, want)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/upstream"
 )
 
 // OllamaAPIVersion is the Ollama API level Switchyard speaks; apps that
@@ -480,29 +480,26 @@ func ollamaWhole(req *fleet.Request, ans *answer, gen bool, took time.Duration) 
 		json.Unmarshal(ans.Logprobs, &lp)
 	}
 	if sameDialect(req, ans.Meta, fleet.ProviderOllama) && len(ans.Fields) > 0 {
-		fields := maps.Clone(ans.Fields)
-		set := func(k string, v any) {
-			b, _ := json.Marshal(v)
-			fields[k] = b
-		}
+		set := map[string]any{"done": true}
 		if gen {
-			set("response", ans.Message.Content)
+			set["response"] = ans.Message.Content
 			if ans.Message.Thinking != "" {
-				set("thinking", ans.Message.Thinking)
+				set["thinking"] = ans.Message.Thinking
 			}
 			if len(calls) > 0 {
-				set("tool_calls", calls)
+				set["tool_calls"] = calls
 			}
 		} else {
 			var msg api.Message
 			msg.Role, msg.Content, msg.Thinking, msg.ToolCalls = "assistant", ans.Message.Content, ans.Message.Thinking, calls
-			set("message", msg)
+			set["message"] = msg
 		}
 		if lp != nil {
-			set("logprobs", lp)
+			set["logprobs"] = lp
 		}
-		set("done", true)
-		return fields
+		if body, err := upstream.MergeRaw(ans.Fields, set); err == nil { // the values set always encode
+			return json.RawMessage(body) // writeJSON compacts and escapes it as it would a map
+		}
 	}
 	m := api.Metrics{TotalDuration: took}
 	if u := ans.Usage; u != nil {

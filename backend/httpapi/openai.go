@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/openai/wire"
 	"github.com/switchyard/switchyard/backend/router"
+	"github.com/switchyard/switchyard/backend/upstream"
 )
 
 // chatRequest is an OpenAI chat completions request (/v1/chat/completions):
@@ -689,22 +689,23 @@ func openaiAnswer(req *fleet.Request, ans *answer, object string) any {
 		return out
 	}
 	// The upstream's fields, with what the stream's events could not say
-	// in their own shape put over them.
-	fields := maps.Clone(ans.Fields)
-	fields["object"] = jsonOf(out.Object)
-	fields["choices"] = jsonOf(out.Choices)
-	for k, v := range map[string]any{"id": out.ID, "created": out.Created, "model": out.Model, "usage": out.Usage} {
-		if _, ok := fields[k]; !ok {
-			fields[k] = jsonOf(v)
+	// in their own shape put over them, written as one object in one go
+	// rather than a map encoded by reflection (writeJSON compacts and
+	// escapes it as it would the map).
+	set := map[string]any{"object": out.Object, "choices": out.Choices}
+	for _, f := range [...]struct {
+		name string
+		v    any
+	}{{"id", out.ID}, {"created", out.Created}, {"model", out.Model}, {"usage", out.Usage}} {
+		if _, ok := ans.Fields[f.name]; !ok {
+			set[f.name] = f.v
 		}
 	}
-	return fields
-}
-
-// jsonOf is v encoded; the values it is given always encode.
-func jsonOf(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
-	return b
+	body, err := upstream.MergeRaw(ans.Fields, set)
+	if err != nil {
+		return out // the values set always encode
+	}
+	return json.RawMessage(body)
 }
 
 func (s *Server) openaiModels(w http.ResponseWriter, r *http.Request) {
