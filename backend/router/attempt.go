@@ -14,17 +14,17 @@ import (
 // attempt is one try of one candidate: started, probed until its first
 // token, expired or released.
 type attempt struct {
-	e         entry
-	ticket    breaker.Ticket
-	rec       fleet.Attempt
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	timer     *time.Timer // first-token deadline, then the stall timeout
-	ceiling   time.Duration
-	released  atomic.Bool
-	inflight  *atomic.Int64 // the candidate's count of running attempts
-	liveness  Liveness      // asks the server whether it is alive; nil: never
-	stuckFrom func(now time.Time) time.Time
+	e        entry
+	ticket   breaker.Ticket
+	rec      fleet.Attempt
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer // first-token deadline, then the stall timeout
+	ceiling  time.Duration
+	released atomic.Bool
+	inflight *atomic.Int64 // the candidate's count of running attempts
+	liveness Liveness      // asks the server whether it is alive; nil: never
+	r        *Router       // for what the candidate's server has left unanswered
 	// phase orders the first token against the deadline and its liveness
 	// check (see stopDeadline and expire).
 	phase atomic.Int32
@@ -63,7 +63,7 @@ func (ru *run) startAttempt(e entry, t breaker.Ticket) *attempt {
 	ceiling := ru.st.fleet.Settings.FirstTokenTimeout
 	d, cold := ru.r.deps.Deadlines.FirstToken(c, ceiling)
 	m := ru.r.mark(c.ID)
-	a := &attempt{e: e, ticket: t, inflight: &m.inflight, ceiling: ceiling, liveness: ru.r.deps.Liveness, last: !ru.moreToTry()}
+	a := &attempt{e: e, ticket: t, inflight: &m.inflight, ceiling: ceiling, liveness: ru.r.deps.Liveness, r: ru.r, last: !ru.moreToTry()}
 	a.queued = ru.r.view(c, time.Now()).saturated
 	a.othersAtStart = int(a.inflight.Add(1)) - 1
 	a.startSeq = m.starts.Add(1)
@@ -77,7 +77,6 @@ func (ru *run) startAttempt(e entry, t breaker.Ticket) *attempt {
 		RequestID: ru.id, Order: len(ru.rec.Attempts), Candidate: c.ID, StartedAt: time.Now(),
 		Deadline: d, Cold: cold, Demoted: e.demoted, Reading: e.reading,
 	}
-	a.stuckFrom = func(now time.Time) time.Time { return ru.r.unansweredSince(c.ID, a.rec.StartedAt) }
 	a.ctx, a.cancel = context.WithCancelCause(ru.ctx)
 	a.timer = time.AfterFunc(d, a.expire)
 	started := a.rec
@@ -135,7 +134,7 @@ func (a *attempt) expire() {
 // first token, when that is longer than the ceiling; else zero. A server
 // that stays alive but answers nobody is failing after all.
 func (a *attempt) stuckFor(now time.Time) time.Duration {
-	if d := now.Sub(a.stuckFrom(now)); d >= a.ceiling {
+	if d := now.Sub(a.r.unansweredSince(a.e.target.Candidate.ID, a.rec.StartedAt)); d >= a.ceiling {
 		return d
 	}
 	return 0

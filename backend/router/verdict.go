@@ -153,8 +153,7 @@ func judge(e ending) verdict {
 	case errors.Is(e.err, fleet.ErrNoContent):
 		return judgeEmpty(e)
 	}
-	var se *fleet.StatusError
-	errors.As(e.err, &se)
+	se, _ := errors.AsType[*fleet.StatusError](e.err)
 	switch {
 	case se != nil && se.Busy, se != nil && se.StatusCode == 429:
 		return verdict{outcome: fleet.OutcomeBusy, fault: fleet.FaultBusy, tell: hearIgnore,
@@ -370,8 +369,7 @@ func (ru *run) conclude(a *attempt, err error, committed, closed bool, s *Stream
 	case errors.Is(cause, errClosed):
 		closed = true
 	}
-	var se *fleet.StatusError
-	errors.As(err, &se)
+	se, _ := errors.AsType[*fleet.StatusError](err)
 	e := ending{
 		err: err, committed: committed, aggregate: ru.aggregate, closed: closed, empty: s != nil && s.empty,
 		callerGone: ru.ctx.Err() != nil, shutdown: ru.shutdown(),
