@@ -693,13 +693,18 @@ func openaiAnswer(req *fleet.Request, ans *answer, object string) any {
 	// rather than a map encoded by reflection (writeJSON compacts and
 	// escapes it as it would the map).
 	set := map[string]any{"object": out.Object, "choices": out.Choices}
-	for _, f := range [...]struct {
-		name string
-		v    any
-	}{{"id", out.ID}, {"created", out.Created}, {"model", out.Model}, {"usage", out.Usage}} {
-		if _, ok := ans.Fields[f.name]; !ok {
-			set[f.name] = f.v
-		}
+	absent := func(name string) bool { _, ok := ans.Fields[name]; return !ok }
+	if absent("id") {
+		set["id"] = out.ID
+	}
+	if absent("created") {
+		set["created"] = out.Created
+	}
+	if absent("model") {
+		set["model"] = out.Model
+	}
+	if absent("usage") {
+		set["usage"] = out.Usage
 	}
 	body, err := upstream.MergeRaw(ans.Fields, set)
 	if err != nil {

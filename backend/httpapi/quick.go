@@ -29,18 +29,18 @@ type quickChat struct {
 	seen bool
 }
 
-// quickChats are the tokenizers of requests being read: one holds a
-// decoder's buffers, too large to make a request.
-var quickChats = sync.Pool{New: func() any { return new(quickChat) }}
+// tokenizers are those of the requests and answers being read (quickChat,
+// mergeFields): one holds a decoder's buffers, too large to make for each.
+var tokenizers = sync.Pool{New: func() any { return new(quickChat) }}
 
 // decodeQuick decodes body into q when the fast path can; false leaves q
 // as it was, for json.Unmarshal.
 func (q *chatRequest) decodeQuick(body []byte) bool {
-	d := quickChats.Get().(*quickChat)
+	d := tokenizers.Get().(*quickChat)
 	var c chatRequest
 	ok := d.read(body, &c)
 	d.t.Reset(nil) // the pool keeps no body
-	quickChats.Put(d)
+	tokenizers.Put(d)
 	if ok {
 		*q = c
 	}

@@ -13,8 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/router"
 )
@@ -212,42 +210,31 @@ func assemble(a *router.Answer) *answer {
 // names and values with a tokenizer instead of reflection. It reports
 // false, having changed nothing, when raw is not an object it could read
 // whole; invalid UTF-8, which encoding/json replaces, is one, and so is
-// anything malformed, which encoding/json refuses.
+// anything malformed, which encoding/json refuses, and a name with
+// escapes, which json.Unmarshal is left to read.
 //
 // The values are raw's own bytes, not copies (jsontext parses a
 // bytes.Buffer in place): raw must not change while *fields is in use. Its
 // callers' raw is a request body or an event the answer holds, neither
 // written again.
 func mergeFields(fields *map[string]json.RawMessage, raw []byte) bool {
-	d := jsontext.NewDecoder(bytes.NewBuffer(raw), jsontext.AllowDuplicateNames(true))
-	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
-		return false
-	}
 	type field struct {
 		name  string
 		value []byte
 	}
 	var got [16]field
 	read := got[:0]
-	for d.PeekKind() == '"' {
-		n, err := d.ReadValue()
-		if err != nil {
-			return false
-		}
-		name, ok := fieldName(n)
-		if !ok {
-			return false
-		}
-		v, err := d.ReadValue()
-		if err != nil {
-			return false
-		}
-		read = append(read, field{name, v})
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return false
-	}
-	if _, err := d.ReadToken(); err != io.EOF {
+	d := tokenizers.Get().(*quickChat)
+	t := &d.t
+	t.Reset(raw)
+	ok := t.Object(func(name []byte) bool {
+		v, ok := t.Value()
+		read = append(read, field{fieldName(name), v})
+		return ok
+	}) && t.End()
+	t.Reset(nil) // the pool keeps no body
+	tokenizers.Put(d)
+	if !ok {
 		return false
 	}
 	if *fields == nil {
@@ -259,21 +246,15 @@ func mergeFields(fields *map[string]json.RawMessage, raw []byte) bool {
 	return true
 }
 
-// fieldName is the name a quoted JSON name stands for: the usual names of
-// a request and of an answer's events are constants, not a string made
-// for each. False when the name does not unquote.
-func fieldName(quoted []byte) (string, bool) {
-	if bytes.IndexByte(quoted, '\\') >= 0 {
-		b, err := jsontext.AppendUnquote(nil, quoted)
-		return string(b), err == nil
-	}
-	name := quoted[1 : len(quoted)-1]
+// fieldName is a name as a string: the usual names of a request and of
+// an answer's events are constants, not a string made for each.
+func fieldName(name []byte) string {
 	for _, k := range commonNames {
 		if string(name) == k {
-			return k, true
+			return k
 		}
 	}
-	return string(name), true
+	return string(name)
 }
 
 // commonNames are the top-level names of the usual chat request and of
