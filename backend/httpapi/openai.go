@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -201,11 +200,8 @@ func oaContent(raw json.RawMessage, m *fleet.Message) error {
 		return nil
 	}
 	if raw[0] == '"' {
-		if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-			// The usual content: raw is a JSON string the body's decoder
-			// checked, and with no escapes and valid UTF-8 it is what
-			// json.Unmarshal would make of it, quotes off.
-			m.Content = string(raw[1 : len(raw)-1])
+		if s, ok := upstream.Plain(raw); ok { // the usual content
+			m.Content = s
 			return nil
 		}
 		return json.Unmarshal(raw, &m.Content)

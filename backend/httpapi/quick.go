@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -312,8 +311,7 @@ func (d *quickChat) float(dst **float64) bool {
 }
 
 // role reads a message's role: one of OpenAI's is that role's constant,
-// not a string made for each message. A string is valid UTF-8 (the
-// tokenizer checks), so without escapes it is its bytes.
+// not a string made for each message.
 func (d *quickChat) role(dst *string) bool {
 	if d.t.Kind() == '"' {
 		v, ok := d.t.Value()
@@ -326,11 +324,9 @@ func (d *quickChat) role(dst *string) bool {
 				return true
 			}
 		}
-		if bytes.IndexByte(v, '\\') >= 0 {
-			return false // escapes in a role are encoding/json's to read
-		}
-		*dst = string(v[1 : len(v)-1])
-		return true
+		s, ok := upstream.Plain(v) // escapes in a role are encoding/json's to read
+		*dst = s
+		return ok
 	}
 	return d.str(dst)
 }

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
-
-	"github.com/switchyard/switchyard/backend/fleet"
 )
 
 // quickChatSeeds are chat requests as clients send them, and the shapes at
@@ -87,30 +85,6 @@ func TestQuickChatTakes(t *testing.T) {
 			t.Errorf("decodeQuick(%s) = %v; want %v", s.body, ok, s.quick)
 		}
 	}
-}
-
-// A message's string content, which a decoder has checked, reads as
-// json.Unmarshal reads it.
-func FuzzOAContentString(f *testing.F) {
-	for _, s := range []string{`"hi"`, `""`, `"a\nb"`, `"\u00e9"`, "\"caf\xc3\xa9\"", "\"bad \xff\"", `"\ud800"`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		if len(raw) == 0 || raw[0] != '"' || !json.Valid(raw) {
-			return // not what a decoded request holds
-		}
-		var got fleet.Message
-		if err := oaContent(raw, &got); err != nil {
-			t.Fatalf("oaContent(%q): %v", raw, err)
-		}
-		var want string
-		if err := json.Unmarshal(raw, &want); err != nil {
-			t.Fatalf("json.Unmarshal(%q): %v", raw, err)
-		}
-		if got.Content != want {
-			t.Fatalf("oaContent(%q) = %q; want %q", raw, got.Content, want)
-		}
-	})
 }
 
 // BenchmarkChatDecode is the typed decode of a usual chat request, the

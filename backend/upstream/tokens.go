@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -157,4 +158,14 @@ func (t *Tokens) Skip(name []byte, known []string) bool {
 // half its time: a pass-through checks every event it forwards).
 func Valid(data []byte) bool {
 	return jsontext.Value(data).IsValid(tokensOptions, jsontext.AllowInvalidUTF8(true))
+}
+
+// Plain is the text of raw, a JSON string a decoder has checked, when it
+// has no escapes and is valid UTF-8: what json.Unmarshal makes of it,
+// quotes off, without its reflection. ok is false for any other raw.
+func Plain(raw []byte) (s string, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' || bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
+		return "", false
+	}
+	return string(raw[1 : len(raw)-1]), true
 }

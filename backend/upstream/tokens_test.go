@@ -19,3 +19,23 @@ func FuzzValid(f *testing.F) {
 		}
 	})
 }
+
+// Plain reads a checked JSON string as json.Unmarshal does, or leaves it.
+func FuzzPlain(f *testing.F) {
+	for _, s := range []string{`"hi"`, `""`, `"a\nb"`, `"\u00e9"`, "\"caf\xc3\xa9\"", "\"bad \xff\"", `"\ud800"`, `5`, `"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := Plain(raw)
+		var want string
+		if err := json.Unmarshal(raw, &want); !ok || err != nil {
+			if ok && json.Valid(raw) {
+				t.Fatalf("Plain(%q) = %q, which json.Unmarshal refuses: %v", raw, got, err)
+			}
+			return
+		}
+		if got != want {
+			t.Fatalf("Plain(%q) = %q; want %q", raw, got, want)
+		}
+	})
+}

@@ -309,7 +309,11 @@ func (s *stream) modelName(raw json.RawMessage) string {
 	}
 	s.modelRaw = append(s.modelRaw[:0], raw...)
 	s.model = ""
-	json.Unmarshal(raw, &s.model) // a non-string model is no model
+	if m, ok := upstream.Plain(raw); ok {
+		s.model = m
+	} else {
+		json.Unmarshal(raw, &s.model) // a non-string model is no model
+	}
 	return s.model
 }
 
