@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	"github.com/ollama/ollama/api"
@@ -160,5 +161,17 @@ func TestWholeAnswerAsMap(t *testing.T) {
 	want = asMap(ol.Fields, map[string]any{"done": true, "message": api.Message{Role: "assistant", Content: msg.Content}})
 	if got := encoded(ollamaWhole(olReq, ol, false, 0)); got != want {
 		t.Errorf("Ollama answer = %s\nwant %s", got, want)
+	}
+}
+
+// setHeaders sets what h.Set would, under canonical names, and a value
+// added to one name later leaves the others as they were.
+func TestSetHeaders(t *testing.T) {
+	h := http.Header{"Keep": {"k"}}
+	setHeaders(h, "x-one", "1", "X-Two", "2")
+	h.Add("X-One", "more")
+	want := http.Header{"Keep": {"k"}, "X-One": {"1", "more"}, "X-Two": {"2"}}
+	if !reflect.DeepEqual(h, want) {
+		t.Errorf("header = %v; want %v", h, want)
 	}
 }

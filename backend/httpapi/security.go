@@ -101,10 +101,11 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 		h := w.Header()
 		// No other site may frame the UI (clickjacking), sniff a type, or
 		// learn where a link from it came from.
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Content-Security-Policy", "frame-ancestors 'none'; base-uri 'self'; object-src 'none'")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		setHeaders(h,
+			"X-Frame-Options", "DENY",
+			"Content-Security-Policy", "frame-ancestors 'none'; base-uri 'self'; object-src 'none'",
+			"X-Content-Type-Options", "nosniff",
+			"Referrer-Policy", "no-referrer")
 		if g.hosts != nil && !g.hosts[r.Host] {
 			deny(w, r, http.StatusForbidden, "forbidden host "+quoteOrEmpty(r.Host)+": Switchyard answers only to its loopback address")
 			return

@@ -311,15 +311,25 @@ func writeJSONError(w http.ResponseWriter, status int, msg string) {
 
 // routeHeaders sets the X-Switchyard-* headers of a routed answer.
 func routeHeaders(h http.Header, m router.Meta) {
-	h.Set("X-Switchyard-Request-Id", m.RequestID)
-	h.Set("X-Switchyard-Served-Model", m.Candidate.ID)
+	fallback := "false"
 	if m.Fallback {
-		h.Set("X-Switchyard-Fallback", "true")
+		fallback = "true"
 		if why := m.FallbackReason(); why != "" {
 			h.Set("X-Switchyard-Fallback-Reason", why)
 		}
-	} else {
-		h.Set("X-Switchyard-Fallback", "false")
+	}
+	setHeaders(h, "X-Switchyard-Request-Id", m.RequestID, "X-Switchyard-Served-Model", m.Candidate.ID, "X-Switchyard-Fallback", fallback)
+}
+
+// setHeaders sets each name of kv (name, value, name, value, ...) to its
+// value, as h.Set would, from one allocation where h.Set makes one a
+// name. Each value is a slice of its own (capacity 1), so adding to one
+// name later touches no other.
+func setHeaders(h http.Header, kv ...string) {
+	vals := make([]string, len(kv)/2)
+	for i := range vals {
+		vals[i] = kv[2*i+1]
+		h[http.CanonicalHeaderKey(kv[2*i])] = vals[i : i+1 : i+1]
 	}
 }
 

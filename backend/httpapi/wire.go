@@ -311,10 +311,7 @@ func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, wr
 // startSSE answers 200 with the headers of a Server-Sent Events stream,
 // which no cache or proxy may hold back.
 func startSSE(w http.ResponseWriter) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	setHeaders(w.Header(), "Content-Type", "text/event-stream", "Cache-Control", "no-cache", "X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 }
 
