@@ -248,24 +248,10 @@ func (d *quickChat) tool(tl *wire.Tool, name []byte) bool {
 }
 
 // str reads a string; null leaves dst as it was, as encoding/json does.
-func (d *quickChat) str(dst *string) bool {
-	if d.t.Null() {
-		return true
-	}
-	s, ok := d.t.Text()
-	*dst = s
-	return ok
-}
+func (d *quickChat) str(dst *string) bool { return d.t.Str(dst) }
 
 // flag reads true or false; null leaves dst as it was.
-func (d *quickChat) flag(dst *bool) bool {
-	if d.t.Null() {
-		return true
-	}
-	b, ok := d.t.Bool()
-	*dst = b
-	return ok
-}
+func (d *quickChat) flag(dst *bool) bool { return d.t.Flag(dst) }
 
 // boolPtr reads true or false into a new bool; null is nil.
 func (d *quickChat) boolPtr(dst **bool) bool {

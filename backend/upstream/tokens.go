@@ -86,6 +86,38 @@ func (t *Tokens) Null() bool {
 	return t.dec.PeekKind() == 'n' && t.dec.SkipValue() == nil
 }
 
+// Str reads a string into dst; null leaves dst as it was, as
+// encoding/json leaves a field (which matters for a name sent twice).
+func (t *Tokens) Str(dst *string) bool {
+	if t.Null() {
+		return true
+	}
+	s, ok := t.Text()
+	*dst = s
+	return ok
+}
+
+// Flag reads true or false into dst; null leaves dst as it was.
+func (t *Tokens) Flag(dst *bool) bool {
+	if t.Null() {
+		return true
+	}
+	b, ok := t.Bool()
+	*dst = b
+	return ok
+}
+
+// Integer reads an integer that fits 64 bits into dst; null leaves dst
+// as it was.
+func Integer[T ~int | ~int64](t *Tokens, dst *T) bool {
+	if t.Null() {
+		return true
+	}
+	n, ok := t.Int()
+	*dst = T(n)
+	return ok
+}
+
 // Value reads the next value whole, as it was written. It is valid until
 // the next read.
 func (t *Tokens) Value() ([]byte, bool) {

@@ -3,7 +3,6 @@ package ollama
 import (
 	"encoding/json"
 	"strings"
-	"time"
 
 	"github.com/switchyard/switchyard/backend/upstream"
 )
@@ -38,21 +37,20 @@ func (q *quickLine) read(b []byte, l *wireLine) bool {
 	t := &q.t
 	t.Reset(b)
 	*l = wireLine{}
-	var n int64
 	ok := t.Object(func(name []byte) (ok bool) {
 		switch string(name) {
 		case "model":
-			l.Model, ok = t.Text()
+			ok = t.Str(&l.Model)
 		case "message":
 			ok = t.Null() || q.message(l)
 		case "response":
-			l.Response, ok = t.Text()
+			ok = t.Str(&l.Response)
 		case "thinking":
-			l.Thinking, ok = t.Text()
+			ok = t.Str(&l.Thinking)
 		case "done":
-			l.Done, ok = t.Bool()
+			ok = t.Flag(&l.Done)
 		case "done_reason":
-			l.DoneReason, ok = t.Text()
+			ok = t.Str(&l.DoneReason)
 		case "tool_calls":
 			ok = t.Null() // else json.Unmarshal's
 		case "logprobs":
@@ -60,23 +58,17 @@ func (q *quickLine) read(b []byte, l *wireLine) bool {
 		case "error":
 			l.Error, ok = null, t.Null()
 		case "total_duration":
-			n, ok = t.Int()
-			l.TotalDuration = time.Duration(n)
+			ok = upstream.Integer(t, &l.TotalDuration)
 		case "load_duration":
-			n, ok = t.Int()
-			l.LoadDuration = time.Duration(n)
+			ok = upstream.Integer(t, &l.LoadDuration)
 		case "prompt_eval_count":
-			n, ok = t.Int()
-			l.PromptEvalCount = int(n)
+			ok = upstream.Integer(t, &l.PromptEvalCount)
 		case "prompt_eval_duration":
-			n, ok = t.Int()
-			l.PromptEvalDuration = time.Duration(n)
+			ok = upstream.Integer(t, &l.PromptEvalDuration)
 		case "eval_count":
-			n, ok = t.Int()
-			l.EvalCount = int(n)
+			ok = upstream.Integer(t, &l.EvalCount)
 		case "eval_duration":
-			n, ok = t.Int()
-			l.EvalDuration = time.Duration(n)
+			ok = upstream.Integer(t, &l.EvalDuration)
 		default:
 			ok = t.Skip(name, lineNames)
 		}
@@ -93,15 +85,15 @@ func (q *quickLine) message(l *wireLine) bool {
 	ok := t.Object(func(name []byte) (ok bool) {
 		switch string(name) {
 		case "role":
-			m.Role, ok = t.Text()
+			ok = t.Str(&m.Role)
 		case "content":
-			m.Content, ok = t.Text()
+			ok = t.Str(&m.Content)
 		case "thinking":
-			m.Thinking, ok = t.Text()
+			ok = t.Str(&m.Thinking)
 		case "tool_name":
-			m.ToolName, ok = t.Text()
+			ok = t.Str(&m.ToolName)
 		case "tool_call_id":
-			m.ToolCallID, ok = t.Text()
+			ok = t.Str(&m.ToolCallID)
 		case "images", "tool_calls":
 			ok = t.Null()
 		default:

@@ -40,6 +40,8 @@ var quickSeeds = []struct {
 	{`{"created_at":"not a time","response":"x"}`, true},
 	{"{\"response\":\"bad \xff\"}", false},
 	{`{"response":"a","response":"b"}`, true},
+	// A name sent again as null leaves the first value, as json.Unmarshal does.
+	{`{"model":"a","model":null,"response":"r","response":null,"done":true,"done":null,"eval_count":3,"eval_count":null,"message":{"content":"c","content":null}}`, true},
 }
 
 // The quick path reads what it accepts exactly as json.Unmarshal does, and

@@ -110,9 +110,9 @@ func (q *quickDecoder) choice(ch *quickChoice) bool {
 	return t.Object(func(name []byte) (ok bool) {
 		switch string(name) {
 		case "text":
-			ch.text, ok = t.Text()
+			ok = t.Str(&ch.text)
 		case "finish_reason":
-			ch.finish, ok = t.Text()
+			ok = t.Str(&ch.finish)
 		case "logprobs":
 			ok = t.Null()
 		case "delta":
@@ -129,13 +129,13 @@ func (q *quickDecoder) delta(ch *quickChoice) bool {
 	return t.Object(func(name []byte) (ok bool) {
 		switch string(name) {
 		case "role":
-			ch.role, ok = t.Text()
+			ok = t.Str(&ch.role)
 		case "content":
-			ch.content, ok = t.Text()
+			ok = t.Str(&ch.content)
 		case "reasoning":
-			ch.reasoning, ok = t.Text()
+			ok = t.Str(&ch.reasoning)
 		case "reasoning_content":
-			ch.reasoningContent, ok = t.Text()
+			ok = t.Str(&ch.reasoningContent)
 		case "tool_calls":
 			ok = t.Null()
 		default:
@@ -153,14 +153,11 @@ func (q *quickDecoder) usage() (*fleet.Usage, bool) {
 	}
 	u := &fleet.Usage{}
 	ok := t.Object(func(name []byte) (ok bool) {
-		var n int64
 		switch string(name) {
 		case "prompt_tokens":
-			n, ok = t.Int()
-			u.PromptTokens = int(n)
+			ok = upstream.Integer(t, &u.PromptTokens)
 		case "completion_tokens":
-			n, ok = t.Int()
-			u.CompletionTokens = int(n)
+			ok = upstream.Integer(t, &u.CompletionTokens)
 		default:
 			ok = t.Skip(name, usageNames)
 		}

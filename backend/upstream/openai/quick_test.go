@@ -25,6 +25,8 @@ var quickSeeds = []struct {
 	{`{"choices":[{"delta":{"content":"line\nbreak \"quoted\" \u00e9 \ud83d\ude00"}}]}`, true},
 	{`{"choices":[{"delta":{"Content":"case"}}]}`, false},
 	{`{"choices":[{"delta":{"content":"a","content":"b"}}]}`, true},
+	// A name sent again as null leaves the first value, as encoding/json does.
+	{`{"choices":[{"delta":{"content":"a","content":null},"finish_reason":"stop","finish_reason":null}],"usage":{"prompt_tokens":3,"prompt_tokens":null}}`, true},
 	{`{"choices":[{"delta":{"content":"x"}},{"delta":{"content":"y"}}]}`, false},
 	{`{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]}}]}`, false},
 	{`{"choices":[{"delta":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-0.1}]}}]}`, false},
