@@ -14,7 +14,8 @@ import (
 // is for filling a history in bulk (benchmarks, imports): nothing of recs
 // is durable until Import returns, and a crash during it loses them all.
 // A repeated id fails the whole call. Pass a few thousand records a call:
-// every query meanwhile waits for the transaction.
+// every query meanwhile waits for the transaction. When ctx ends
+// once the writer has taken recs, they are written all the same.
 func (s *Store) Import(ctx context.Context, recs []fleet.RequestRecord) error {
 	return s.do(ctx, func() error {
 		w := s.w.c
@@ -40,8 +41,9 @@ func (s *Store) Import(ctx context.Context, recs []fleet.RequestRecord) error {
 			w.rollback()
 			return fmt.Errorf("import: commit: %w", err)
 		}
-		s.w.ckpt.since += len(recs)
-		s.checkpointWhenDue()
+		if s.w.ckpt.since += len(recs); s.w.ckpt.since >= checkpointAt {
+			s.checkpointNow()
+		}
 		return nil
 	})
 }

@@ -54,6 +54,21 @@ func (s *Store) startCheckpoint() {
 	}()
 }
 
+// checkpointNow checkpoints on the writer goroutine, after the
+// checkpoint that runs, if any: for Import, whose transactions come back
+// to back, so that a checkpoint beside them would never catch up.
+// Writer goroutine only.
+func (s *Store) checkpointNow() {
+	ck := &s.w.ckpt
+	if ck.running {
+		s.checkpointed(<-ck.done)
+	}
+	ck.since = 0
+	if _, err := ck.c.query("PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		s.cfg.logf("history: checkpoint: %v", err)
+	}
+}
+
 // checkpointed takes the end of a checkpoint. Writer goroutine only.
 func (s *Store) checkpointed(err error) {
 	s.w.ckpt.running = false

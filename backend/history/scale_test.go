@@ -441,9 +441,11 @@ func TestCheckpointHoldsNoQuery(t *testing.T) {
 		})
 	}})
 	ctx := context.Background()
-	imported := make(chan error, 1)
-	go func() { imported <- s.Import(ctx, randomRecords(checkpointAt, 7)) }()
-	<-entered // a checkpoint is due after so many rows, and runs now
+	// Records committed and moved make a checkpoint due, which then runs.
+	for i := range checkpointAt {
+		mustRecord(t, s, rec(fmt.Sprint("r", i), t0))
+	}
+	<-entered
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	mustRecord(t, s, rec("during", t0))
@@ -451,27 +453,24 @@ func TestCheckpointHoldsNoQuery(t *testing.T) {
 		t.Errorf("Request while a checkpoint runs = %v; want the record just made, before the checkpoint ends", err)
 	}
 	close(release)
-	if err := <-imported; err != nil {
-		t.Fatal(err)
-	}
 }
 
-// A sweep's step follows sweepStepTime: twice the rows after a quick
-// one, half after a slow one, within bounds.
-func TestSweepBatchFollowsItsTime(t *testing.T) {
+// A sweep's step follows sweepStepTime: twice as much after a quick
+// one, as much as fits the time after a slow one, within bounds.
+func TestSweepStepFollowsItsTime(t *testing.T) {
 	for _, c := range []struct {
-		batch int
-		took  time.Duration
-		want  int
+		n    int
+		took time.Duration
+		want int
 	}{
 		{64, time.Millisecond, 128},
 		{64, sweepStepTime, 64},
-		{64, 3 * sweepStepTime, 32},
-		{maxSweepBatch, 0, maxSweepBatch},
-		{minSweepBatch, time.Second, minSweepBatch},
+		{64, 4 * sweepStepTime, 16},
+		{64, 100 * sweepStepTime, 8},
+		{1000, 0, 1024},
 	} {
-		if got := nextBatch(c.batch, c.took); got != c.want {
-			t.Errorf("nextBatch(%d, %v) = %d; want %d", c.batch, c.took, got, c.want)
+		if got := pace(c.n, c.took, 8, 1024); got != c.want {
+			t.Errorf("pace(%d, %v) = %d; want %d", c.n, c.took, got, c.want)
 		}
 	}
 }

@@ -14,20 +14,21 @@ import (
 // has expired, a small transaction at a time, on the writer goroutine,
 // which takes a job (a query waiting) and what else is due between two
 // steps: a query waits for one step at most, never for the whole sweep.
-// A step is sized to take about sweepStepTime: the rows a transaction can
-// delete in that time vary a hundredfold with the file's size and the
-// disk. Then it gives the freed pages back to the file system
-// (incremental_vacuum, vacuumStep pages at a time, the same way). It asks
+// A step is sized to take about sweepStepTime (pace): the rows a
+// transaction can delete in that time vary a hundredfold with the file's
+// size and the disk. Then it gives the freed pages back to the file
+// system (incremental_vacuum, paced the same way). It asks
 // for a checkpoint every sweepCheckpointAt rows or pages, so that the WAL
 // stays short, and takes its next step once the checkpoint is done
 // (checkpoint.go).
 const (
 	sweepBatch        = 64 // rows a step deletes at first
 	minSweepBatch     = 8
-	maxSweepBatch     = 4096
+	maxSweepBatch     = 64
 	sweepStepTime     = 10 * time.Millisecond
 	sweepCheckpointAt = 256 // rows deleted (or pages given back) between two checkpoints
-	vacuumStep        = 32  // pages: 128 KiB at SQLite's 4 KiB
+	vacuumStep        = 8   // pages a step gives back at first: 32 KiB at SQLite's 4 KiB
+	maxVacuumStep     = 32
 	walLimit          = 64 << 20
 )
 
@@ -45,6 +46,7 @@ type sweep struct {
 	cutoff   int64       // what started before it expires (Unix ms)
 	deletes  []sweepStmt // the statements still to run, the current first
 	batch    int         // rows the next step deletes
+	pages    int         // pages the next step gives back
 	total    int64       // requests and breaker events deleted
 	vacuumed bool        // no free page left to give back
 	last     bool        // the last checkpoint is asked for
@@ -110,7 +112,7 @@ func (s *Store) beginSweep(done chan pruned, atStart bool) {
 		}
 		return
 	}
-	sw := &sweep{batch: cmp.Or(s.cfg.sweepBatch, sweepBatch), atStart: atStart}
+	sw := &sweep{batch: cmp.Or(s.cfg.sweepBatch, sweepBatch), pages: vacuumStep, atStart: atStart}
 	if done != nil {
 		sw.waiters = append(sw.waiters, done)
 	}
@@ -170,18 +172,20 @@ func (s *Store) sweepStep() {
 			sw.deletes = sw.deletes[1:]
 		}
 		if s.cfg.sweepBatch == 0 { // a test's own size stays
-			sw.batch = nextBatch(sw.batch, time.Since(began))
+			sw.batch = pace(sw.batch, time.Since(began), minSweepBatch, maxSweepBatch)
 		}
 		if len(sw.deletes) == 0 && sw.total == 0 {
 			s.endSweep(nil) // nothing deleted: no page to give back
 		}
 	case !sw.vacuumed:
-		n, err := s.vacuumStep()
+		began := time.Now()
+		n, err := s.vacuumStep(sw.pages)
 		if err != nil {
 			s.endSweep(err)
 			return
 		}
 		sw.vacuumed = n == 0
+		sw.pages = pace(sw.pages, time.Since(began), 1, maxVacuumStep)
 	case !sw.last:
 		sw.last = true
 		s.startCheckpoint()
@@ -190,17 +194,18 @@ func (s *Store) sweepStep() {
 	}
 }
 
-// nextBatch is how many rows the next step deletes, after one of batch
-// rows took took: twice as many when it took under half of
-// sweepStepTime, half as many when over twice that.
-func nextBatch(batch int, took time.Duration) int {
+// pace is how much the next step of a sweep does (rows, or pages), after
+// one that did n took took: twice as much after a step under half of
+// sweepStepTime, as much as would have taken sweepStepTime after one
+// over twice that, within lo and hi.
+func pace(n int, took time.Duration, lo, hi int) int {
 	switch {
 	case took < sweepStepTime/2:
-		return min(2*batch, maxSweepBatch)
+		return min(2*n, hi)
 	case took > 2*sweepStepTime:
-		return max(batch/2, minSweepBatch)
+		return max(int(int64(n)*int64(sweepStepTime)/int64(took)), lo)
 	}
-	return batch
+	return n
 }
 
 // endSweep ends the sweep under way, if any, and tells whoever waited for
@@ -242,14 +247,14 @@ func (s *Store) inTx(q string, args ...driver.Value) (int64, error) {
 	return n, nil
 }
 
-// vacuumStep gives up to vacuumStep free pages back to the file system and
+// vacuumStep gives up to pages free pages back to the file system and
 // reports how many it gave back. Writer goroutine only.
-func (s *Store) vacuumStep() (int64, error) {
+func (s *Store) vacuumStep(pages int) (int64, error) {
 	before, err := s.freePages()
 	if err != nil || before == 0 {
 		return 0, err
 	}
-	if _, err := s.w.c.query("PRAGMA incremental_vacuum(" + strconv.Itoa(vacuumStep) + ")"); err != nil {
+	if _, err := s.w.c.query("PRAGMA incremental_vacuum(" + strconv.Itoa(pages) + ")"); err != nil {
 		return 0, err
 	}
 	after, err := s.freePages()

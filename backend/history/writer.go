@@ -108,8 +108,8 @@ type job struct {
 // do runs f on the writer goroutine and returns its error, or ErrClosed
 // once the writer has stopped. The writer takes a job between two steps
 // of whatever else it does (a commit, a move, a step of a sweep), and
-// while a checkpoint runs. ctx bounds the wait for room in the writer's
-// queue of jobs; a job queued is done.
+// while a checkpoint runs. ctx bounds the wait; a job queued is done
+// even when ctx ends first.
 func (s *Store) do(ctx context.Context, f func() error) error {
 	j := job{f: f, done: make(chan error, 1)}
 	select {
@@ -125,6 +125,8 @@ func (s *Store) do(ctx context.Context, f func() error) error {
 	select {
 	case err := <-j.done:
 		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	case <-s.sig.stopped:
 		// The writer answers a job before it stops, if it took it.
 		select {
