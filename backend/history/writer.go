@@ -513,7 +513,8 @@ func (s *Store) run() {
 // ready is always ready to receive from.
 var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// runJob commits what is queued and does j.
+// runJob commits what is queued and does j; records it committed and
+// left in the inbox are moved as after any commit.
 func (s *Store) runJob(j job) {
 	var err error
 	if s.w.c == nil {
@@ -524,6 +525,9 @@ func (s *Store) runJob(j job) {
 	}
 	s.w.jobsRun++
 	j.done <- err
+	if s.w.c != nil {
+		s.moveWhenDue()
+	}
 }
 
 // moveWhenDue moves the inbox when moveAt records wait there, or makes

@@ -340,3 +340,24 @@ func TestWALStaysBounded(t *testing.T) {
 		t.Errorf("WAL is %d MiB after 3000 records; want it checkpointed and started again, a few MiB", fi.Size()>>20)
 	}
 }
+
+// A job commits what waits, and what it leaves in the inbox is moved
+// moveDelay later, as after any commit.
+func TestJobsCommitIsMovedInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := openTemp(t, Options{Now: time.Now})
+		synctest.Wait()
+		mustRecord(t, s, rec("waiting", t0)) // journaled: commitDelay to go
+		if err := s.Import(context.Background(), []fleet.RequestRecord{rec("imported", t0)}); err != nil {
+			t.Fatal(err)
+		}
+		if n := rows(t, s.db, "inbox"); n != 1 {
+			t.Fatalf("%d records in the inbox after the job; want the waiting one", n)
+		}
+		time.Sleep(moveDelay)
+		synctest.Wait()
+		if n := rows(t, s.db, "inbox"); n != 0 {
+			t.Errorf("%d records in the inbox moveDelay after the job committed them; want 0", n)
+		}
+	})
+}
