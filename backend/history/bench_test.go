@@ -99,3 +99,41 @@ func BenchmarkRecordCPU(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-µs/record")
 }
+
+// BenchmarkQuery measures a query that reads little, where what the query
+// does around its SQL shows: a filter that matches nothing, a request's
+// detail, and the first page, with nothing waiting beside the tables and
+// with a commit's worth waiting in the inbox.
+func BenchmarkQuery(b *testing.B) {
+	for _, waiting := range []int{0, 64} {
+		s := openAt(b, filepath.Join(b.TempDir(), "history.db"), Options{}, hooks{moveAt: -1, moveDelay: -1})
+		ctx := context.Background()
+		if err := s.Import(ctx, randomRecords(1000, 3)); err != nil {
+			b.Fatal(err)
+		}
+		for i := range waiting {
+			mustRecord(b, s, rec(fmt.Sprint("w", i), t0))
+		}
+		s.do(ctx, func() error { return nil }) // into the inbox
+		for _, q := range []struct {
+			name string
+			f    func() error
+		}{
+			{"nothing", func() error {
+				_, err := s.Requests(ctx, Filter{Status: "none", Limit: 50})
+				return err
+			}},
+			{"detail", func() error { _, err := s.Request(ctx, "r00010"); return err }},
+			{"first page", func() error { _, err := s.Requests(ctx, Filter{Limit: 50}); return err }},
+		} {
+			b.Run(fmt.Sprintf("%s/waiting=%d", q.name, waiting), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := q.f(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

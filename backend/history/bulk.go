@@ -18,6 +18,7 @@ import (
 // once the writer has taken recs, they are written all the same.
 func (s *Store) Import(ctx context.Context, recs []fleet.RequestRecord) error {
 	return s.do(ctx, func() error {
+		s.views.moves.Add(1)
 		w := s.w.c
 		if err := w.begin(); err != nil {
 			return fmt.Errorf("import: begin: %w", err)

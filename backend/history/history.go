@@ -126,6 +126,8 @@ type hooks struct {
 	// checkpointing, on the checkpoint's goroutine before each checkpoint.
 	jobQueued     func()
 	checkpointing func()
+	// viewMax, when set, replaces the constant of the same name.
+	viewMax int
 }
 
 // settings are a Store's Options and hooks, with the defaults in place of
@@ -154,6 +156,7 @@ type Store struct {
 	sig signals // how other goroutines reach the writer goroutine
 	w   writer  // the writer goroutine's own: nothing else touches it
 
+	views   views // view.go
 	commits atomic.Int64
 	dropped atomic.Int64
 
@@ -249,6 +252,7 @@ func open(path string, o Options, h hooks) (*Store, error) {
 	h.maxBacklog = cmp.Or(h.maxBacklog, MaxBacklog)
 	h.moveAt = cmp.Or(h.moveAt, moveAt)
 	h.moveDelay = cmp.Or(h.moveDelay, moveDelay)
+	h.viewMax = cmp.Or(h.viewMax, viewMax)
 	s := &Store{
 		db:   db,
 		path: path,

@@ -264,6 +264,7 @@ const moveChunk = 32
 // logged and counted lost, so that it never holds up the others. Writer
 // goroutine only.
 func (s *Store) moveSome() (empty bool, err error) {
+	s.views.moves.Add(1)
 	w := s.w.c
 	if err := w.begin(); err != nil {
 		return false, fmt.Errorf("move: begin: %w", err)

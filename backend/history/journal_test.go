@@ -198,6 +198,9 @@ func TestJournalRepeatedID(t *testing.T) {
 	if err != nil || got.ServedModel != "llama3" {
 		t.Errorf("Request(x) = %s, %v; want the first record", got.ServedModel, err)
 	}
+	if err := s.do(context.Background(), func() error { return nil }); err != nil { // commits what waits
+		t.Fatal(err)
+	}
 	if !strings.Contains(l.text(), "refused request x") {
 		t.Errorf("log = %q; want the repeated id said", l.text())
 	}

@@ -3,7 +3,6 @@ package history
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -59,31 +58,53 @@ const attemptColumns = `request_id, ord, candidate, outcome, error, http_status,
 	started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading, fault`
 
 // Requests returns the requests f selects, newest first, each with its
-// attempts. It runs two queries whatever the page size: one for the
-// requests, one for all their attempts.
+// attempts. It reads the tables with two queries whatever the page size
+// (one for the requests, one for all their attempts), and the records that
+// have not reached them yet (view.go).
 func (s *Store) Requests(ctx context.Context, f Filter) ([]fleet.RequestRecord, error) {
-	s.settle(ctx)
-	q, args := listQuery(f)
-	recs, err := s.requests(ctx, q, args...)
+	v, err := s.view(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list requests: %w", err)
 	}
-	if err := s.attachAttempts(ctx, recs); err != nil {
+	defer v.close()
+	var before int64
+	if f.Before != "" {
+		var ok bool
+		if before, ok, err = v.startOf(ctx, f.Before); err != nil {
+			return nil, fmt.Errorf("list requests: %w", err)
+		} else if !ok {
+			return nil, nil
+		}
+	}
+	q, args := listQuery(f, before)
+	recs, err := requests(ctx, v.c, q, args...)
+	if err != nil {
 		return nil, fmt.Errorf("list requests: %w", err)
 	}
-	return recs, nil
+	if err := attachAttempts(ctx, v.c, recs); err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
+	return v.list(recs, f, before), nil
 }
 
-// listQuery is the query of Requests. Each filter has an index that ends
-// in the list's order (migration 0004), so that a page reads what it
-// shows, however little of the history a filter matches (query_test.go,
-// TestQueriesUseTheirIndexes).
-func listQuery(f Filter) (string, []any) {
+// limitOf is the page size f asks for.
+func limitOf(f Filter) int {
+	if f.Limit <= 0 {
+		return DefaultLimit
+	}
+	return min(f.Limit, MaxLimit)
+}
+
+// listQuery is the query of Requests; before is the started_at of
+// f.Before. Each filter has an index that ends in the list's order
+// (migration 0004), so that a page reads what it shows, however little of
+// the history a filter matches (query_test.go, TestQueriesUseTheirIndexes).
+func listQuery(f Filter, before int64) (string, []any) {
 	var where []string
 	var args []any
 	if f.Before != "" {
-		where = append(where, "(started_at, id) < (SELECT started_at, id FROM requests WHERE id = ?)")
-		args = append(args, f.Before)
+		where = append(where, "(started_at, id) < (?, ?)")
+		args = append(args, before, f.Before)
 	}
 	if f.ServedCandidate != "" {
 		where = append(where, "served_candidate = ?")
@@ -105,29 +126,31 @@ func listQuery(f Filter) (string, []any) {
 		where = append(where, "started_at < ?")
 		args = append(args, f.Until.UnixMilli())
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
 	q := "SELECT " + requestColumns + " FROM requests"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY started_at DESC, id DESC LIMIT ?"
-	return q, append(args, limit)
+	return q, append(args, limitOf(f))
 }
 
 // Request returns the request with id and its attempts, or an error
 // matching ErrNotFound.
 func (s *Store) Request(ctx context.Context, id string) (fleet.RequestRecord, error) {
-	s.settle(ctx)
-	recs, err := s.requests(ctx, "SELECT "+requestColumns+" FROM requests WHERE id = ?", id)
+	v, err := s.view(ctx)
+	if err != nil {
+		return fleet.RequestRecord{}, fmt.Errorf("request %s: %w", id, err)
+	}
+	defer v.close()
+	if r, ok := v.byID(id); ok {
+		return r, nil
+	}
+	recs, err := requests(ctx, v.c, "SELECT "+requestColumns+" FROM requests WHERE id = ?", id)
 	if err == nil && len(recs) == 0 {
 		err = ErrNotFound
 	}
 	if err == nil {
-		err = s.attachAttempts(ctx, recs)
+		err = attachAttempts(ctx, v.c, recs)
 	}
 	if err != nil {
 		return fleet.RequestRecord{}, fmt.Errorf("request %s: %w", id, err)
@@ -135,8 +158,8 @@ func (s *Store) Request(ctx context.Context, id string) (fleet.RequestRecord, er
 	return recs[0], nil
 }
 
-func (s *Store) requests(ctx context.Context, q string, args ...any) ([]fleet.RequestRecord, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
+func requests(ctx context.Context, db queryer, q string, args ...any) ([]fleet.RequestRecord, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +196,7 @@ func (s *Store) requests(ctx context.Context, q string, args ...any) ([]fleet.Re
 }
 
 // attachAttempts fills in the attempts of recs with one query.
-func (s *Store) attachAttempts(ctx context.Context, recs []fleet.RequestRecord) error {
+func attachAttempts(ctx context.Context, db queryer, recs []fleet.RequestRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -185,7 +208,7 @@ func (s *Store) attachAttempts(ctx context.Context, recs []fleet.RequestRecord) 
 	}
 	q := "SELECT " + attemptColumns + " FROM attempts WHERE request_id IN (?" +
 		strings.Repeat(", ?", len(recs)-1) + ") ORDER BY request_id, ord"
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("attempts: %w", err)
 	}
@@ -212,11 +235,9 @@ func (s *Store) attachAttempts(ctx context.Context, recs []fleet.RequestRecord) 
 		a.TTFT = millis(ttft.V)
 		a.Duration = millis(duration)
 		if reading.Valid {
-			var r storedReading
-			if err := json.Unmarshal([]byte(reading.V), &r); err != nil {
+			if a.Reading, err = readingOf(reading.V); err != nil {
 				return fmt.Errorf("attempt %d of %s: reading: %w", a.Order, a.RequestID, err)
 			}
-			a.Reading = (*fleet.GPUReading)(&r)
 		}
 		i := index[a.RequestID]
 		recs[i].Attempts = append(recs[i].Attempts, a)
@@ -239,7 +260,6 @@ type TTFTStats struct {
 // Candidates without such attempts are absent. It reads the roll-ups
 // (rollup.go).
 func (s *Store) TTFTStats(ctx context.Context, since time.Time) (map[string]TTFTStats, error) {
-	s.settle(ctx)
 	w, err := s.window(ctx, since.UnixMilli(), 0, true)
 	if err != nil {
 		return nil, fmt.Errorf("ttft stats: %w", err)
@@ -265,27 +285,44 @@ func (s *Store) WarmTTFTs(ctx context.Context, candidate string, limit int) ([]t
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	s.settle(ctx)
-	rows, err := s.db.QueryContext(ctx, `SELECT ttft_ms FROM attempts
-		WHERE candidate = ? AND outcome = 'success' AND cold = 0 AND ttft_ms IS NOT NULL
-		ORDER BY started_at DESC LIMIT ?`, candidate, limit)
+	v, err := s.view(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
+	}
+	defer v.close()
+	rows, err := v.c.QueryContext(ctx, warmTTFTs, candidate, limit)
 	if err != nil {
 		return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
 	}
 	defer rows.Close()
-	var ds []time.Duration
+	var ts []startedTTFT
 	for rows.Next() {
+		var t startedTTFT
+		var at sql.Null[int64]
 		var ttft int64
-		if err := rows.Scan(&ttft); err != nil {
+		if err := rows.Scan(&at, &ttft); err != nil {
 			return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
 		}
-		ds = append(ds, millis(ttft))
+		t.at, t.ttft = at.V, millis(ttft)
+		if !at.Valid {
+			t.at = math.MinInt64
+		}
+		ts = append(ts, t)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
 	}
+	ts = v.warm(candidate, ts, limit)
+	var ds []time.Duration
+	for _, t := range ts {
+		ds = append(ds, t.ttft)
+	}
 	return ds, nil
 }
+
+const warmTTFTs = `SELECT started_at, ttft_ms FROM attempts
+	WHERE candidate = ? AND outcome = 'success' AND cold = 0 AND ttft_ms IS NOT NULL
+	ORDER BY started_at DESC LIMIT ?`
 
 // SeriesPoint is one candidate's TTFT over one time bucket.
 type SeriesPoint struct {
@@ -306,7 +343,6 @@ func (s *Store) TTFTSeries(ctx context.Context, since time.Time, bucket time.Dur
 	if width <= 0 {
 		return nil, fmt.Errorf("ttft series: bucket %v is under a millisecond", bucket)
 	}
-	s.settle(ctx)
 	w, err := s.window(ctx, since.UnixMilli(), width, true)
 	if err != nil {
 		return nil, fmt.Errorf("ttft series: %w", err)
@@ -341,7 +377,6 @@ func (s *Store) FailoverRate(ctx context.Context, since time.Time, bucket time.D
 	if width <= 0 {
 		return nil, fmt.Errorf("failover rate: bucket %v is under a millisecond", bucket)
 	}
-	s.settle(ctx)
 	w, err := s.window(ctx, since.UnixMilli(), width, false)
 	if err != nil {
 		return nil, fmt.Errorf("failover rate: %w", err)
@@ -368,7 +403,12 @@ func (s *Store) FailoverRate(ctx context.Context, since time.Time, bucket time.D
 // which the router rebuilds its breakers after a restart. A candidate whose
 // transitions were all pruned, or that never had one, is absent.
 func (s *Store) LastBreakerStates(ctx context.Context) (map[string]fleet.BreakerChange, error) {
-	chs, err := s.breakerChanges(ctx, `SELECT candidate, from_state, to_state, at, cause FROM (
+	v, err := s.view(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("last breaker states: %w", err)
+	}
+	defer v.close()
+	chs, err := breakerChanges(ctx, v.c, `SELECT candidate, from_state, to_state, at, cause FROM (
 		SELECT *, row_number() OVER (PARTITION BY candidate ORDER BY at DESC, id DESC) AS n
 		FROM breaker_events) WHERE n = 1`)
 	if err != nil {
@@ -378,12 +418,12 @@ func (s *Store) LastBreakerStates(ctx context.Context) (map[string]fleet.Breaker
 	for _, ch := range chs {
 		last[ch.Candidate] = ch
 	}
+	v.lastBreakers(last)
 	return last, nil
 }
 
-func (s *Store) breakerChanges(ctx context.Context, q string, args ...any) ([]fleet.BreakerChange, error) {
-	s.settle(ctx)
-	rows, err := s.db.QueryContext(ctx, q, args...)
+func breakerChanges(ctx context.Context, db queryer, q string, args ...any) ([]fleet.BreakerChange, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -346,7 +346,8 @@ func (s *Store) breakerEvents(ctx context.Context, limit int) ([]fleet.BreakerCh
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	chs, err := s.breakerChanges(ctx, `SELECT candidate, from_state, to_state, at, cause
+	s.settle(ctx)
+	chs, err := breakerChanges(ctx, s.db, `SELECT candidate, from_state, to_state, at, cause
 		FROM breaker_events ORDER BY at DESC, id DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("breaker events: %w", err)

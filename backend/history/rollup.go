@@ -193,13 +193,20 @@ func failed(status string) bool {
 }
 
 // addRows counts one record's rows, as decodeRecord returns them.
-func (r rollups) addRows(rows [][]driver.Value) {
+func (r rollups) addRows(rows [][]driver.Value) { counted(rows, r.addRequest, r.addTTFT) }
+
+// counted calls request for the request of one record's rows, as
+// decodeRecord returns them, and attempt for each of its successful
+// attempts with a start and a TTFT: what the roll-ups count, and what
+// scanRows reads from the tables.
+func counted(rows [][]driver.Value, request func(started int64, served string, fallback bool, status string),
+	attempt func(started int64, candidate string, ttft int64)) {
 	req := rows[0]
 	started, _ := req[1].(int64)
 	served, _ := req[6].(string)
 	fallback, _ := req[8].(int64)
 	status, _ := req[9].(string)
-	r.addRequest(started, served, fallback == 1, status)
+	request(started, served, fallback == 1, status)
 	for _, a := range rows[1:] {
 		outcome, _ := a[3].(string)
 		start, ok := a[6].(int64)
@@ -208,7 +215,7 @@ func (r rollups) addRows(rows [][]driver.Value) {
 			continue
 		}
 		c, _ := a[2].(string)
-		r.addTTFT(start, c, ttft)
+		attempt(start, c, ttft)
 	}
 }
 
@@ -278,6 +285,11 @@ type cell struct {
 // started_at - started_at % width) and per candidate; width 0 is one
 // bucket, at 0. ttft says whether TTFTs are wanted, or only counts.
 func (s *Store) window(ctx context.Context, since, width int64, ttft bool) (map[cell]*rollup, error) {
+	v, err := s.view(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer v.close()
 	bucket := func(t int64) int64 {
 		if width == 0 {
 			return 0
@@ -308,8 +320,23 @@ func (s *Store) window(ctx context.Context, since, width int64, ttft bool) (map[
 		end = ceilTo(since, ws[0])
 	}
 	// Each cell's TTFTs are gathered as sorted runs (a roll-up row's; the
-	// rows', sorted), merged once.
-	err := s.rawWindow(ctx, since, end, ttft, get)
+	// rows', sorted), merged once. The records waiting to reach the
+	// tables are in no roll-up yet, and count like the rows.
+	request := func(at int64, c string, fallback bool, status string) {
+		get(at, c).countRequest(fallback, status)
+	}
+	var attempt func(int64, string, int64)
+	if ttft {
+		attempt = func(at int64, c string, v int64) {
+			u := get(at, c)
+			u.ttft = append(u.ttft, histBin{v, 1})
+		}
+	}
+	v.count(since, request, attempt)
+	err = nil
+	if since < end {
+		err = scanRows(ctx, v.c, since, end, request, attempt)
+	}
 	for i, w := range ws {
 		from := end
 		end = int64(math.MaxInt64)
@@ -317,7 +344,7 @@ func (s *Store) window(ctx context.Context, since, width int64, ttft bool) (map[
 			end = ceilTo(since, ws[i+1])
 		}
 		if err == nil {
-			err = s.rollupWindow(ctx, w, from, end, ttft, get)
+			err = rollupWindow(ctx, v.c, w, from, end, ttft, get)
 		}
 	}
 	if err != nil {
@@ -372,23 +399,6 @@ func ceilTo(t, w int64) int64 {
 		return t - r + w
 	}
 	return t
-}
-
-// rawWindow counts the rows that started in [from, to).
-func (s *Store) rawWindow(ctx context.Context, from, to int64, ttft bool, get func(int64, string) *rollup) error {
-	if from >= to {
-		return nil
-	}
-	var attempt func(int64, string, int64)
-	if ttft {
-		attempt = func(at int64, c string, v int64) {
-			u := get(at, c)
-			u.ttft = append(u.ttft, histBin{v, 1})
-		}
-	}
-	return scanRows(ctx, s.db, from, to, func(at int64, c string, fallback bool, status string) {
-		get(at, c).countRequest(fallback, status)
-	}, attempt)
 }
 
 // What scanRows and rollupWindow read.
@@ -448,7 +458,7 @@ func scanRows(ctx context.Context, db queryer, from, to int64,
 }
 
 // rollupWindow adds the roll-ups of width that start in [from, to).
-func (s *Store) rollupWindow(ctx context.Context, width, from, to int64, ttft bool, get func(int64, string) *rollup) error {
+func rollupWindow(ctx context.Context, db queryer, width, from, to int64, ttft bool, get func(int64, string) *rollup) error {
 	if from >= to {
 		return nil
 	}
@@ -456,7 +466,7 @@ func (s *Store) rollupWindow(ctx context.Context, width, from, to int64, ttft bo
 	if ttft {
 		q = windowRollups
 	}
-	rows, err := s.db.QueryContext(ctx, q, width, from, to)
+	rows, err := db.QueryContext(ctx, q, width, from, to)
 	if err != nil {
 		return err
 	}

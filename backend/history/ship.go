@@ -69,10 +69,10 @@ func (s *Store) After(ctx context.Context, c Cursor, limit int) (Batch, error) {
 	}
 	if len(ids) > 0 {
 		q := "SELECT " + requestColumns + " FROM requests WHERE id IN (?" + strings.Repeat(",?", len(ids)-1) + ") ORDER BY rowid"
-		if b.Requests, err = s.requests(ctx, q, ids...); err != nil {
+		if b.Requests, err = requests(ctx, s.db, q, ids...); err != nil {
 			return b, fmt.Errorf("history after cursor: %w", err)
 		}
-		if err := s.attachAttempts(ctx, b.Requests); err != nil {
+		if err := attachAttempts(ctx, s.db, b.Requests); err != nil {
 			return b, fmt.Errorf("history after cursor: %w", err)
 		}
 	}

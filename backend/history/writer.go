@@ -31,6 +31,8 @@ type pending struct {
 	done chan error // buffered: a commit never waits on it
 	// journaled: in the journal, and its Record has returned.
 	journaled bool
+	// view is the record as queries read it while it waits (view.go).
+	view atomic.Pointer[unmoved]
 }
 
 // errRepeated: the id of a record is recorded already.
@@ -61,6 +63,12 @@ type queue struct {
 	records []*pending
 	events  []fleet.BreakerChange
 	room    chan struct{} // one token per queued record: four batches
+	// taken and takenEvents are what the writer has taken from records
+	// and events and is committing: a query reads them beside the tables
+	// until the commit is done (view.go). What the file refuses goes to
+	// the backlog, which queries don't see.
+	taken       []*pending
+	takenEvents []fleet.BreakerChange
 }
 
 // signals are how other goroutines reach the writer goroutine.
@@ -305,6 +313,7 @@ func (s *Store) commitBatch() (more bool) {
 	evs := append(s.w.evs[:0], s.q.events[:m]...)
 	s.q.records = shift(s.q.records, n)
 	s.q.events = shift(s.q.events, m)
+	s.q.taken, s.q.takenEvents = recs, evs
 	more = len(s.q.records)+len(s.q.events) > 0
 	s.q.mu.Unlock()
 	for range n {
@@ -313,6 +322,9 @@ func (s *Store) commitBatch() (more bool) {
 	if n+m > 0 {
 		s.write(recs, evs)
 	}
+	s.q.mu.Lock()
+	s.q.taken, s.q.takenEvents = nil, nil
+	s.q.mu.Unlock()
 	clear(recs)
 	s.w.recs, s.w.evs = recs, evs
 	return more
