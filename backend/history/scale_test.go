@@ -432,7 +432,7 @@ func TestSweepLetsQueriesInBetweenBatches(t *testing.T) {
 // one runs (an Import, a query when much waits) is done before it ends.
 // (Checkpoints on the writer's own goroutine held every job for their
 // fsyncs: a query waited 1.4 s during a sweep at 10M requests, issue 24.)
-func TestCheckpointHoldsNoQuery(t *testing.T) {
+func TestCheckpointHoldsNoJob(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	s, _ := openTemp(t, Options{}, hooks{checkpointing: func() {
