@@ -203,7 +203,10 @@ const (
 )
 
 // Event is one live event of routing, for history, metrics and the UI.
-// Exactly the fields its Type names are set.
+// Exactly the fields its Type names are set. What Attempt, Request and
+// Breaker point to is lent for the call that hands the event over: the
+// router goes on changing it afterwards, so whoever keeps an event past
+// that call keeps its Clone.
 type Event struct {
 	Type      EventType
 	At        time.Time
@@ -211,4 +214,23 @@ type Event struct {
 	Attempt   *Attempt
 	Request   *RequestRecord
 	Breaker   *BreakerChange
+}
+
+// Clone returns e with copies of what it points to, its own to keep (the
+// GPU reading of an attempt, which nobody changes, is shared).
+func (e Event) Clone() Event {
+	if e.Attempt != nil {
+		a := *e.Attempt
+		e.Attempt = &a
+	}
+	if e.Request != nil {
+		r := *e.Request
+		r.Attempts = append([]Attempt(nil), r.Attempts...)
+		e.Request = &r
+	}
+	if e.Breaker != nil {
+		b := *e.Breaker
+		e.Breaker = &b
+	}
+	return e
 }

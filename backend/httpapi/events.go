@@ -152,8 +152,12 @@ func (h *Hub) Observe(e fleet.Event) {
 	h.observe(e)
 }
 
-// observe publishes e; its copy of e is the one that moves to the heap.
-func (h *Hub) observe(e fleet.Event) { h.publish(hubEvent{router: &e}) }
+// observe publishes e's Clone: what e points to is the router's, lent for
+// the call (fleet.Event), and the subscribers read it later.
+func (h *Hub) observe(e fleet.Event) {
+	c := e.Clone()
+	h.publish(hubEvent{router: &c})
+}
 
 // PublishGPU sends a GPU and host reading.
 func (h *Hub) PublishGPU(s gpu.Sample) { h.publish(hubEvent{gpu: &s}) }

@@ -79,8 +79,7 @@ func (ru *run) startAttempt(e entry, t breaker.Ticket) *attempt {
 	}
 	a.ctx, a.cancel = context.WithCancelCause(ru.ctx)
 	a.timer = time.AfterFunc(d, a.expire)
-	started := a.rec
-	ru.r.observe(fleet.Event{Type: fleet.EventAttemptStarted, At: started.StartedAt, RequestID: ru.id, Attempt: &started})
+	ru.r.observe(fleet.Event{Type: fleet.EventAttemptStarted, At: a.rec.StartedAt, RequestID: ru.id, Attempt: &a.rec})
 	return a
 }
 

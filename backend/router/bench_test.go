@@ -48,18 +48,49 @@ func BenchmarkCommittedStream(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				s, err := r.Stream(ctx, &fleet.Request{ID: "id"})
-				if err != nil {
-					b.Fatal(err)
-				}
-				for {
-					if _, err := s.Recv(); err != nil {
-						break
-					}
-				}
-				s.Close()
+				streamOnce(b, r, ctx)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n+2), "ns/chunk")
 		})
+	}
+}
+
+// streamOnce streams one request through r and reads it to the end.
+func streamOnce(tb testing.TB, r *Router, ctx context.Context) {
+	s, err := r.Stream(ctx, &fleet.Request{ID: "id"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		if _, err := s.Recv(); err != nil {
+			break
+		}
+	}
+	s.Close()
+}
+
+// countObserver counts events and keeps none.
+type countObserver struct{ n int }
+
+func (c *countObserver) Observe(fleet.Event) { c.n++ }
+
+// A request's live events cost no allocation: they point into the run's
+// own memory (fleet.Event), so a streamed request through one candidate,
+// observed, allocates only what routing it needs: the run and its plan,
+// the attempt with its context, timer and probe buffer, the stream, the
+// record's attempts and the copy the recorder gets.
+func TestStreamAllocations(t *testing.T) {
+	const budget = 15
+	obs := &countObserver{}
+	be := &memBackend{chunks: []fleet.Chunk{{Role: "assistant"}, {Content: "tok"}, {FinishReason: "stop"}}}
+	r := New(Fleet{Targets: []Target{{Candidate: fleet.Candidate{ID: "a", Enabled: true}, Backend: be}}, DefaultModel: "a"},
+		Deps{Observer: obs, NewID: func() string { return "id" }})
+	ctx := context.Background()
+	n := testing.AllocsPerRun(100, func() { streamOnce(t, r, ctx) })
+	if obs.n == 0 {
+		t.Fatal("the observer saw no events")
+	}
+	if n > budget {
+		t.Errorf("a streamed request allocated %.0f times; want at most %d (did an event copy its attempt again?)", n, budget)
 	}
 }

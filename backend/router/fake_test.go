@@ -212,7 +212,7 @@ type memObserver struct {
 func (m *memObserver) Observe(e fleet.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.events = append(m.events, e)
+	m.events = append(m.events, e.Clone())
 }
 
 func (m *memObserver) breakerChanges() []fleet.BreakerChange {

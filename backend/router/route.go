@@ -78,6 +78,10 @@ type run struct {
 	// unparsed is set once a server said the model's output for this
 	// request could not be parsed (fleet.ErrModelOutput).
 	unparsed bool
+	// committed is the commit event's attempt, lent to the observers
+	// (fleet.Event): the events point into the run's own memory, so that
+	// they cost no allocation.
+	committed fleet.Attempt
 }
 
 func (r *Router) begin(ctx context.Context, req *fleet.Request, aggregate bool) (*run, error) {
@@ -231,7 +235,7 @@ func (ru *run) addAttempt(a fleet.Attempt) {
 	a.RequestID = ru.id
 	a.Order = len(ru.rec.Attempts)
 	ru.rec.Attempts = append(ru.rec.Attempts, a)
-	ru.r.observe(fleet.Event{Type: fleet.EventAttempt, At: a.StartedAt.Add(a.Duration), RequestID: ru.id, Attempt: &a})
+	ru.r.observe(fleet.Event{Type: fleet.EventAttempt, At: a.StartedAt.Add(a.Duration), RequestID: ru.id, Attempt: &ru.rec.Attempts[a.Order]})
 }
 
 // fail ends the request without an answer and records it.
@@ -306,9 +310,9 @@ func (ru *run) fingerprint() uint64 {
 // record is durable.
 func (ru *run) record() {
 	ru.rec.Latency = time.Since(ru.start)
+	ru.r.observe(fleet.Event{Type: fleet.EventRequestDone, At: time.Now(), RequestID: ru.id, Request: &ru.rec})
 	rec := ru.rec
 	rec.Attempts = append([]fleet.Attempt(nil), ru.rec.Attempts...)
-	ru.r.observe(fleet.Event{Type: fleet.EventRequestDone, At: time.Now(), RequestID: rec.ID, Request: &rec})
 	if ru.r.deps.Recorder != nil {
 		// The record is written even when the caller is gone; a failure to
 		// write is the recorder's to report, not the caller's problem.

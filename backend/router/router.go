@@ -101,7 +101,8 @@ type Recorder interface {
 }
 
 // Observer receives live events. It is called on the request path and
-// must not block.
+// must not block. What an event points to is lent for the call: one kept
+// past it is kept as its Clone.
 type Observer interface {
 	Observe(e fleet.Event)
 }

@@ -42,9 +42,9 @@ func (ru *run) commit(a *attempt) (*Stream, *halt) {
 	a.e.br.Done(a.ticket, breaker.Committed, "first token")
 	ru.serve(c)
 	ru.rec.TTFT = now.Sub(ru.start)
-	ev := a.rec
-	ev.Outcome = fleet.OutcomeSuccess
-	ru.r.observe(fleet.Event{Type: fleet.EventCommit, At: now, RequestID: ru.id, Attempt: &ev})
+	ru.committed = a.rec
+	ru.committed.Outcome = fleet.OutcomeSuccess
+	ru.r.observe(fleet.Event{Type: fleet.EventCommit, At: now, RequestID: ru.id, Attempt: &ru.committed})
 	return &Stream{ru: ru, a: a, meta: ru.meta(c)}, nil
 }
 
