@@ -92,7 +92,8 @@ func FuzzMergeFields(f *testing.F) {
 }
 
 // readFields answers every body as decoding it with decodeBody's decoder
-// does: the same fields, or the same status and error.
+// does: the same fields, or the same status and error, whether a chat
+// request's fast path reads the fields in its pass or not.
 func FuzzReadFields(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"auto","messages":[{"role":"user","content":"hi"}],"stream":true}`,
@@ -102,9 +103,14 @@ func FuzzReadFields(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	s := New(Options{})
+	for _, s := range quickChatSeeds {
+		f.Add([]byte(s.body))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
-		_, got, gotStatus, gotErr := s.readFields(httptest.NewRecorder(), r)
+		_, got, _, gotStatus, gotErr := s.readFields(httptest.NewRecorder(), r, nil)
+		r = httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		_, gotQuick, _, gotQuickStatus, gotQuickErr := s.readFields(httptest.NewRecorder(), r, &chatRequest{})
 
 		var raw json.RawMessage
 		var want map[string]json.RawMessage
@@ -119,6 +125,12 @@ func FuzzReadFields(f *testing.F) {
 		}
 		if !maps.EqualFunc(got, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
 			t.Fatalf("readFields(%q) fields = %v; want %v", body, got, want)
+		}
+		if gotQuickStatus != wantStatus || fmt.Sprint(gotQuickErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("readFields(%q) for a chat request = %d %v; want %d %v", body, gotQuickStatus, gotQuickErr, wantStatus, wantErr)
+		}
+		if !maps.EqualFunc(gotQuick, want, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+			t.Fatalf("readFields(%q) fields for a chat request = %v; want %v", body, gotQuick, want)
 		}
 	})
 }

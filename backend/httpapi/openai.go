@@ -290,11 +290,12 @@ func openaiErrorType(status int) string {
 // decodeFields reads a JSON object body into q, and keeps its fields as
 // sent for an upstream of the caller's dialect (docs/API.md, "Fidelity").
 func (s *Server) decodeFields(w http.ResponseWriter, r *http.Request, q any) (map[string]json.RawMessage, int, error) {
-	body, fields, status, err := s.readFields(w, r)
+	qr, _ := q.(quickRequest)
+	body, fields, took, status, err := s.readFields(w, r, qr)
 	if err != nil {
 		return nil, status, err
 	}
-	if qr, ok := q.(quickRequest); ok && qr.decodeQuick(body) {
+	if took {
 		return fields, 0, nil
 	}
 	if err := json.Unmarshal(body, q); err != nil {
@@ -305,8 +306,12 @@ func (s *Server) decodeFields(w http.ResponseWriter, r *http.Request, q any) (ma
 }
 
 // quickRequest is a request type with a fast path through its usual
-// bodies (quickChat); decodeQuick false leaves the body to json.Unmarshal.
-type quickRequest interface{ decodeQuick(body []byte) bool }
+// bodies (quickChat): decodeQuick reads the body into the request and its
+// top-level fields into *fields, as mergeFields does, in one pass; false
+// leaves both as they were, and the body to mergeFields and json.Unmarshal.
+type quickRequest interface {
+	decodeQuick(body []byte, fields *map[string]json.RawMessage) bool
+}
 
 // readRequest decodes a request body of type T, keeping its fields as
 // decodeFields does; a bad body is answered with write, and ok is false.

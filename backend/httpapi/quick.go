@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"sync"
@@ -26,23 +27,39 @@ type quickChat struct {
 	// tool's, a tool call's): objects clears it for each element, and the
 	// elements with a function hold no array of objects of their own.
 	seen bool
+	// fields are the top-level fields read, in order, as mergeFields
+	// reads them: the request's fields kept for an upstream of the
+	// caller's dialect come from the same pass.
+	fields []field
+}
+
+// field is one top-level field of a JSON object: its name and its value
+// as written, in the object's own bytes.
+type field struct {
+	name  string
+	value []byte
 }
 
 // tokenizers are those of the requests and answers being read (quickChat,
 // mergeFields): one holds a decoder's buffers, too large to make for each.
 var tokenizers = sync.Pool{New: func() any { return new(quickChat) }}
 
-// decodeQuick decodes body into q when the fast path can; false leaves q
-// as it was, for json.Unmarshal.
-func (q *chatRequest) decodeQuick(body []byte) bool {
+// decodeQuick decodes body into q, and its top-level fields into *fields
+// as mergeFields would, in one pass, when the fast path can; false leaves
+// both as they were, for mergeFields and json.Unmarshal. The fields'
+// values are body's own bytes (mergeFields).
+func (q *chatRequest) decodeQuick(body []byte, fields *map[string]json.RawMessage) bool {
 	d := tokenizers.Get().(*quickChat)
 	var c chatRequest
 	ok := d.read(body, &c)
-	d.t.Reset(nil) // the pool keeps no body
-	tokenizers.Put(d)
 	if ok {
 		*q = c
+		putFields(fields, d.fields)
 	}
+	d.t.Reset(nil) // the pool keeps no body
+	clear(d.fields)
+	d.fields = d.fields[:0]
+	tokenizers.Put(d)
 	return ok
 }
 
@@ -62,82 +79,96 @@ var (
 	reasoningNames     = []string{"effort"}
 )
 
+// read reads body into q, and its top-level fields into d.fields.
 func (d *quickChat) read(body []byte, q *chatRequest) bool {
 	t := &d.t
 	t.Reset(body)
 	ok := t.Object(func(name []byte) bool {
-		switch string(name) {
-		case "model":
-			return d.str(&q.Model)
-		case "messages":
-			return objects(d, &q.Messages, d.message)
-		case "tools":
-			return objects(d, &q.Tools, d.tool)
-		case "stream":
-			return d.flag(&q.Stream)
-		case "stream_options":
-			return one(d, &q.StreamOptions, func(o *wire.StreamOptions, name []byte) bool {
-				if string(name) == "include_usage" {
-					return d.flag(&o.IncludeUsage)
-				}
-				return t.Skip(name, streamOptionsNames)
-			})
-		case "temperature":
-			return d.float(&q.Temperature)
-		case "top_p":
-			return d.float(&q.TopP)
-		case "max_tokens":
-			return d.int(&q.MaxTokens)
-		case "seed":
-			return d.int(&q.Seed)
-		case "stop":
-			return d.raw(&q.Stop)
-		case "response_format":
-			return d.raw(&q.ResponseFormat)
-		case "reasoning_effort":
-			return d.str(&q.ReasoningEffort)
-		case "tool_choice":
-			return d.raw(&q.ToolChoice)
-		case "n":
-			return d.int(&q.N)
-		case "logprobs":
-			return d.boolPtr(&q.Logprobs)
-		case "top_logprobs":
-			return d.int(&q.TopLogprobs)
-		case "presence_penalty":
-			return d.float(&q.PresencePenalty)
-		case "frequency_penalty":
-			return d.float(&q.FrequencyPenalty)
-		case "top_k":
-			return d.int(&q.TopK)
-		case "min_p":
-			return d.float(&q.MinP)
-		case "repeat_penalty":
-			return d.float(&q.RepeatPenalty)
-		case "repetition_penalty":
-			return d.float(&q.RepetitionPenalty)
-		case "chat_template_kwargs":
-			return one(d, &q.ChatTemplateKwargs, func(k *wire.TemplateKwargs, name []byte) bool {
-				if string(name) == "enable_thinking" {
-					return d.boolPtr(&k.EnableThinking)
-				}
-				return t.Skip(name, kwargsNames)
-			})
-		case "max_completion_tokens":
-			return d.int(&q.MaxCompletionTokens)
-		case "reasoning":
-			return one(d, &q.Reasoning, func(r *wire.Reasoning, name []byte) bool {
-				if string(name) == "effort" {
-					return d.str(&r.Effort)
-				}
-				return t.Skip(name, reasoningNames)
-			})
-		case "logit_bias":
-			return d.raw(&q.LogitBias)
+		n, from := fieldName(name), t.Offset()
+		if !d.member(q, name) {
+			return false
 		}
-		return t.Skip(name, chatNames)
+		// The value is what follows the name and its colon.
+		v := bytes.TrimLeft(body[from:t.Offset()], " \t\r\n:")
+		d.fields = append(d.fields, field{n, v})
+		return true
 	})
 	return ok && t.End()
+}
+
+// member reads the value of the request's top-level field name into q.
+func (d *quickChat) member(q *chatRequest, name []byte) bool {
+	t := &d.t
+	switch string(name) {
+	case "model":
+		return d.str(&q.Model)
+	case "messages":
+		return objects(d, &q.Messages, d.message)
+	case "tools":
+		return objects(d, &q.Tools, d.tool)
+	case "stream":
+		return d.flag(&q.Stream)
+	case "stream_options":
+		return one(d, &q.StreamOptions, func(o *wire.StreamOptions, name []byte) bool {
+			if string(name) == "include_usage" {
+				return d.flag(&o.IncludeUsage)
+			}
+			return t.Skip(name, streamOptionsNames)
+		})
+	case "temperature":
+		return d.float(&q.Temperature)
+	case "top_p":
+		return d.float(&q.TopP)
+	case "max_tokens":
+		return d.int(&q.MaxTokens)
+	case "seed":
+		return d.int(&q.Seed)
+	case "stop":
+		return d.raw(&q.Stop)
+	case "response_format":
+		return d.raw(&q.ResponseFormat)
+	case "reasoning_effort":
+		return d.str(&q.ReasoningEffort)
+	case "tool_choice":
+		return d.raw(&q.ToolChoice)
+	case "n":
+		return d.int(&q.N)
+	case "logprobs":
+		return d.boolPtr(&q.Logprobs)
+	case "top_logprobs":
+		return d.int(&q.TopLogprobs)
+	case "presence_penalty":
+		return d.float(&q.PresencePenalty)
+	case "frequency_penalty":
+		return d.float(&q.FrequencyPenalty)
+	case "top_k":
+		return d.int(&q.TopK)
+	case "min_p":
+		return d.float(&q.MinP)
+	case "repeat_penalty":
+		return d.float(&q.RepeatPenalty)
+	case "repetition_penalty":
+		return d.float(&q.RepetitionPenalty)
+	case "chat_template_kwargs":
+		return one(d, &q.ChatTemplateKwargs, func(k *wire.TemplateKwargs, name []byte) bool {
+			if string(name) == "enable_thinking" {
+				return d.boolPtr(&k.EnableThinking)
+			}
+			return t.Skip(name, kwargsNames)
+		})
+	case "max_completion_tokens":
+		return d.int(&q.MaxCompletionTokens)
+	case "reasoning":
+		return one(d, &q.Reasoning, func(r *wire.Reasoning, name []byte) bool {
+			if string(name) == "effort" {
+				return d.str(&r.Effort)
+			}
+			return t.Skip(name, reasoningNames)
+		})
+	case "logit_bias":
+		return d.raw(&q.LogitBias)
+	}
+	return t.Skip(name, chatNames)
 }
 
 // objects reads an array of objects into *dst, handing each element's names

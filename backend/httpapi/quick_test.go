@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"testing"
 )
@@ -51,8 +53,9 @@ var quickChatSeeds = []struct {
 	{"{\"max_to\u212aens\":5}", false}, // a Kelvin sign, which folds to k
 }
 
-// The quick path reads what it accepts exactly as json.Unmarshal does, and
-// leaves the rest to it, whose errors are then the only ones.
+// The quick path reads what it accepts exactly as json.Unmarshal does, the
+// request and its top-level fields, and leaves the rest to it, whose
+// errors are then the only ones.
 func FuzzQuickChat(f *testing.F) {
 	for _, s := range quickChatSeeds {
 		f.Add([]byte(s.body))
@@ -60,9 +63,10 @@ func FuzzQuickChat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		prior := chatRequest{Model: "prior"}
 		got := prior
-		if !got.decodeQuick(body) {
-			if !reflect.DeepEqual(got, prior) {
-				t.Fatalf("decodeQuick(%q) refused it but changed the request to %+v", body, got)
+		var fields map[string]json.RawMessage
+		if !got.decodeQuick(body, &fields) {
+			if !reflect.DeepEqual(got, prior) || fields != nil {
+				t.Fatalf("decodeQuick(%q) refused it but changed the request to %+v, the fields to %v", body, got, fields)
 			}
 			return
 		}
@@ -73,6 +77,13 @@ func FuzzQuickChat(f *testing.F) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("decodeQuick(%q) = %+v; want %+v", body, got, want)
 		}
+		var wantFields map[string]json.RawMessage
+		if err := json.Unmarshal(body, &wantFields); err != nil {
+			t.Fatalf("quick took %q, which json.Unmarshal refuses as an object: %v", body, err)
+		}
+		if !maps.EqualFunc(fields, wantFields, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+			t.Fatalf("decodeQuick(%q) fields = %q; want %q", body, fields, wantFields)
+		}
 	})
 }
 
@@ -81,7 +92,8 @@ func FuzzQuickChat(f *testing.F) {
 func TestQuickChatTakes(t *testing.T) {
 	for _, s := range quickChatSeeds {
 		var q chatRequest
-		if ok := q.decodeQuick([]byte(s.body)); ok != s.quick {
+		var fields map[string]json.RawMessage
+		if ok := q.decodeQuick([]byte(s.body), &fields); ok != s.quick {
 			t.Errorf("decodeQuick(%s) = %v; want %v", s.body, ok, s.quick)
 		}
 	}
@@ -95,7 +107,8 @@ func BenchmarkChatDecode(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var q chatRequest
-			if !q.decodeQuick(body) {
+			var fields map[string]json.RawMessage
+			if !q.decodeQuick(body, &fields) {
 				b.Fatal("not quick")
 			}
 		}

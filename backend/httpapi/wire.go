@@ -57,27 +57,31 @@ func (s *Server) decodeFrom(body io.Reader, v any) (int, error) {
 // jsontext (mergeFields), where decodeBody's decoder and json.Unmarshal
 // would scan it three times more; any other is decoded as decodeBody
 // decodes it, for the same answer to a bad one.
-func (s *Server) readFields(w http.ResponseWriter, r *http.Request) ([]byte, map[string]json.RawMessage, int, error) {
+//
+// quick, when not nil, is the request the body is for, with a fast path
+// through its usual bodies: where it takes the body it reads the fields
+// too, in the same pass, and took is true.
+func (s *Server) readFields(w http.ResponseWriter, r *http.Request, quick quickRequest) (body []byte, fields map[string]json.RawMessage, took bool, status int, err error) {
 	rc := http.NewResponseController(w)
 	rc.SetReadDeadline(time.Now().Add(s.o.BodyReadTimeout))
-	body, err := io.ReadAll(r.Body) // the body limit (guard) bounds it
+	body, err = io.ReadAll(r.Body) // the body limit (guard) bounds it
 	if err != nil {
 		status, err := s.bodyError(err)
-		return nil, nil, status, err
+		return nil, nil, false, status, err
 	}
-	var fields map[string]json.RawMessage
-	if !mergeFields(&fields, body) {
+	took = quick != nil && quick.decodeQuick(body, &fields)
+	if !took && !mergeFields(&fields, body) {
 		var raw json.RawMessage
 		if status, err := s.decodeFrom(bytes.NewReader(body), &raw); err != nil {
-			return nil, nil, status, err
+			return nil, nil, false, status, err
 		}
 		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-			return nil, nil, http.StatusBadRequest, errors.New("expected a JSON object")
+			return nil, nil, false, http.StatusBadRequest, errors.New("expected a JSON object")
 		}
 		body = raw
 	}
 	rc.SetReadDeadline(time.Time{})
-	return body, fields, 0, nil
+	return body, fields, took, 0, nil
 }
 
 func (s *Server) bodyError(err error) (int, error) {
@@ -218,10 +222,6 @@ func assemble(a *router.Answer) *answer {
 // callers' raw is a request body or an event the answer holds, neither
 // written again.
 func mergeFields(fields *map[string]json.RawMessage, raw []byte) bool {
-	type field struct {
-		name  string
-		value []byte
-	}
 	var got [16]field
 	read := got[:0]
 	d := tokenizers.Get().(*quickChat)
@@ -234,16 +234,22 @@ func mergeFields(fields *map[string]json.RawMessage, raw []byte) bool {
 	}) && t.End()
 	t.Reset(nil) // the pool keeps no body
 	tokenizers.Put(d)
-	if !ok {
-		return false
+	if ok {
+		putFields(fields, read)
 	}
+	return ok
+}
+
+// putFields puts the fields read into *fields, making the map when there
+// is none; of a name read twice the last value wins, as in
+// json.Unmarshal.
+func putFields(fields *map[string]json.RawMessage, read []field) {
 	if *fields == nil {
 		*fields = make(map[string]json.RawMessage, len(read))
 	}
 	for _, f := range read {
 		(*fields)[f.name] = f.value
 	}
-	return true
 }
 
 // fieldName is a name as a string: the usual names of a request and of

@@ -34,6 +34,10 @@ func (t *Tokens) Reset(data []byte) {
 	t.dec.Reset(&t.in, tokensOptions)
 }
 
+// Offset is where in the data the reading stands: just after the last
+// name or value read.
+func (t *Tokens) Offset() int64 { return t.dec.InputOffset() }
+
 // Kind is the kind of the next value: '{', '[', '"', '0' (a number), 't',
 // 'f', 'n', or 0 at the end or on an error.
 func (t *Tokens) Kind() byte { return byte(t.dec.PeekKind()) }
