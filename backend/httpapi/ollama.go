@@ -182,16 +182,17 @@ func ollamaRaw(req *fleet.Request, endpoint string, fields map[string]json.RawMe
 }
 
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
-	q, fields, ok := readRequest[api.ChatRequest](s, w, r, writeOllamaError)
+	oq, fields, ok := readRequest[ollamaChatRequest](s, w, r, writeOllamaError)
 	if !ok {
 		return
 	}
+	q := (*api.ChatRequest)(&oq)
 	if len(q.Messages) == 0 {
 		// Ollama's way to load a model, or with keep_alive 0 to unload it.
 		s.ollamaLoad(w, r, q.Model, fields, false)
 		return
 	}
-	req, err := ollamaRequest(&q)
+	req, err := ollamaRequest(q)
 	if err != nil {
 		writeOllamaError(w, http.StatusBadRequest, err.Error())
 		return

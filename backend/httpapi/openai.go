@@ -306,11 +306,12 @@ func (s *Server) decodeFields(w http.ResponseWriter, r *http.Request, q any) (ma
 }
 
 // quickRequest is a request type with a fast path through its usual
-// bodies (quickChat): decodeQuick reads the body into the request and its
-// top-level fields into *fields, as mergeFields does, in one pass; false
-// leaves both as they were, and the body to mergeFields and json.Unmarshal.
+// bodies (quickChat): decodeQuick reads the body into the request and
+// returns its top-level fields, as mergeFields reads them, in one pass;
+// false leaves the request as it was, and the body to mergeFields and
+// json.Unmarshal.
 type quickRequest interface {
-	decodeQuick(body []byte, fields *map[string]json.RawMessage) bool
+	decodeQuick(body []byte) (fields map[string]json.RawMessage, ok bool)
 }
 
 // readRequest decodes a request body of type T, keeping its fields as

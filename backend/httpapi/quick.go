@@ -44,23 +44,31 @@ type field struct {
 // mergeFields): one holds a decoder's buffers, too large to make for each.
 var tokenizers = sync.Pool{New: func() any { return new(quickChat) }}
 
-// decodeQuick decodes body into q, and its top-level fields into *fields
-// as mergeFields would, in one pass, when the fast path can; false leaves
-// both as they were, for mergeFields and json.Unmarshal. The fields'
-// values are body's own bytes (mergeFields).
-func (q *chatRequest) decodeQuick(body []byte, fields *map[string]json.RawMessage) bool {
+// decodeQuick decodes body into q, and returns its top-level fields as
+// mergeFields would, in one pass, when the fast path can; false leaves q
+// as it was, for mergeFields and json.Unmarshal. The fields' values are
+// body's own bytes (mergeFields).
+func (q *chatRequest) decodeQuick(body []byte) (map[string]json.RawMessage, bool) {
 	d := tokenizers.Get().(*quickChat)
 	var c chatRequest
-	ok := d.read(body, &c)
+	ok := d.read(body, func(name []byte) bool { return d.member(&c, name) })
 	if ok {
 		*q = c
-		putFields(fields, d.fields)
 	}
-	d.t.Reset(nil) // the pool keeps no body
+	return d.done(ok)
+}
+
+// done ends a fast path's decodeQuick: it returns the fields read when ok,
+// and puts d back in the pool holding no body.
+func (d *quickChat) done(ok bool) (fields map[string]json.RawMessage, _ bool) {
+	if ok {
+		putFields(&fields, d.fields)
+	}
+	d.t.Reset(nil)
 	clear(d.fields)
 	d.fields = d.fields[:0]
 	tokenizers.Put(d)
-	return ok
+	return fields, ok
 }
 
 // The names each object of a request is read with, for Skip.
@@ -79,13 +87,14 @@ var (
 	reasoningNames     = []string{"effort"}
 )
 
-// read reads body into q, and its top-level fields into d.fields.
-func (d *quickChat) read(body []byte, q *chatRequest) bool {
+// read reads the object body, handing each top-level name to member,
+// which reads its value, and notes its fields in d.fields.
+func (d *quickChat) read(body []byte, member func(name []byte) bool) bool {
 	t := &d.t
 	t.Reset(body)
 	ok := t.Object(func(name []byte) bool {
 		n, from := fieldName(name), t.Offset()
-		if !d.member(q, name) {
+		if !member(name) {
 			return false
 		}
 		// The value is what follows the name and its colon.
@@ -223,7 +232,7 @@ func (d *quickChat) inner(member func(name []byte) bool) bool {
 func (d *quickChat) message(m *wire.Message, name []byte) bool {
 	switch string(name) {
 	case "role":
-		return d.role(&m.Role)
+		return d.role(&m.Role, openaiRoles)
 	case "content":
 		return d.raw(&m.Content)
 	case "tool_calls":
@@ -327,15 +336,15 @@ func (d *quickChat) float(dst **float64) bool {
 	return err == nil
 }
 
-// role reads a message's role: one of OpenAI's is that role's constant,
-// not a string made for each message.
-func (d *quickChat) role(dst *string) bool {
+// role reads a message's role: one of roles is that role's constant, not
+// a string made for each message.
+func (d *quickChat) role(dst *string, roles []string) bool {
 	if d.t.Kind() == '"' {
 		v, ok := d.t.Value()
 		if !ok {
 			return false
 		}
-		for _, r := range openaiRoles {
+		for _, r := range roles {
 			if len(v) == len(r)+2 && string(v[1:len(v)-1]) == r {
 				*dst = r
 				return true

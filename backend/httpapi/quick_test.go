@@ -61,30 +61,39 @@ func FuzzQuickChat(f *testing.F) {
 		f.Add([]byte(s.body))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		prior := chatRequest{Model: "prior"}
-		got := prior
-		var fields map[string]json.RawMessage
-		if !got.decodeQuick(body, &fields) {
-			if !reflect.DeepEqual(got, prior) || fields != nil {
-				t.Fatalf("decodeQuick(%q) refused it but changed the request to %+v, the fields to %v", body, got, fields)
-			}
-			return
-		}
-		var want chatRequest
-		if err := json.Unmarshal(body, &want); err != nil {
-			t.Fatalf("quick took %q, which json.Unmarshal refuses: %v", body, err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("decodeQuick(%q) = %+v; want %+v", body, got, want)
-		}
-		var wantFields map[string]json.RawMessage
-		if err := json.Unmarshal(body, &wantFields); err != nil {
-			t.Fatalf("quick took %q, which json.Unmarshal refuses as an object: %v", body, err)
-		}
-		if !maps.EqualFunc(fields, wantFields, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
-			t.Fatalf("decodeQuick(%q) fields = %q; want %q", body, fields, wantFields)
-		}
+		holdQuick(t, body, chatRequest{Model: "prior"}, (*chatRequest).decodeQuick, func(q chatRequest) chatRequest { return q })
 	})
+}
+
+// holdQuick checks a fast path's decodeQuick on body against
+// json.Unmarshal: it refuses body and leaves the request (prior) as it
+// was, or reads the request as json.Unmarshal reads it into a W (as
+// converts one to the other) and the fields as json.Unmarshal reads them
+// into a map.
+func holdQuick[R, W any](t *testing.T, body []byte, prior R, decode func(*R, []byte) (map[string]json.RawMessage, bool), as func(R) W) {
+	t.Helper()
+	got := prior
+	fields, ok := decode(&got, body)
+	if !ok {
+		if !reflect.DeepEqual(got, prior) || fields != nil {
+			t.Fatalf("decodeQuick(%q) refused it but changed the request to %+v, the fields to %v", body, got, fields)
+		}
+		return
+	}
+	var want W
+	if err := json.Unmarshal(body, &want); err != nil {
+		t.Fatalf("quick took %q, which json.Unmarshal refuses: %v", body, err)
+	}
+	if !reflect.DeepEqual(as(got), want) {
+		t.Fatalf("decodeQuick(%q) = %#v; want %#v", body, as(got), want)
+	}
+	var wantFields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &wantFields); err != nil {
+		t.Fatalf("quick took %q, which json.Unmarshal refuses as an object: %v", body, err)
+	}
+	if !maps.EqualFunc(fields, wantFields, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
+		t.Fatalf("decodeQuick(%q) fields = %q; want %q", body, fields, wantFields)
+	}
 }
 
 // The quick path takes the common requests (else it saves nothing) and
@@ -92,8 +101,7 @@ func FuzzQuickChat(f *testing.F) {
 func TestQuickChatTakes(t *testing.T) {
 	for _, s := range quickChatSeeds {
 		var q chatRequest
-		var fields map[string]json.RawMessage
-		if ok := q.decodeQuick([]byte(s.body), &fields); ok != s.quick {
+		if _, ok := q.decodeQuick([]byte(s.body)); ok != s.quick {
 			t.Errorf("decodeQuick(%s) = %v; want %v", s.body, ok, s.quick)
 		}
 	}
@@ -107,8 +115,7 @@ func BenchmarkChatDecode(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var q chatRequest
-			var fields map[string]json.RawMessage
-			if !q.decodeQuick(body, &fields) {
+			if _, ok := q.decodeQuick(body); !ok {
 				b.Fatal("not quick")
 			}
 		}

@@ -69,7 +69,9 @@ func (s *Server) readFields(w http.ResponseWriter, r *http.Request, quick quickR
 		status, err := s.bodyError(err)
 		return nil, nil, false, status, err
 	}
-	took = quick != nil && quick.decodeQuick(body, &fields)
+	if quick != nil {
+		fields, took = quick.decodeQuick(body)
+	}
 	if !took && !mergeFields(&fields, body) {
 		var raw json.RawMessage
 		if status, err := s.decodeFrom(bytes.NewReader(body), &raw); err != nil {
