@@ -146,3 +146,35 @@ func TestStreamAllocatesNothingPerChunk(t *testing.T) {
 		t.Errorf("a stream of 100 chunks allocated %.0f times, one of 1 chunk %.0f: want no allocation per chunk", hundred, one)
 	}
 }
+
+// The usual requests allocate no more than they did when last cut
+// (BenchmarkSameDialectStream, BenchmarkSameDialectComplete): a budget,
+// to be lowered as allocations go and raised only for a reason.
+func TestSameDialectAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector empties sync.Pools at random; make test-go checks allocations in a run without -race")
+	}
+	const openaiEvent = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}`
+	const ollamaEvent = `{"model":"m","created_at":"2026-11-30T20:00:00Z","message":{"role":"assistant","content":" tok"},"done":false}`
+	for _, tt := range []struct {
+		name, path, body, event string
+		provider                fleet.Provider
+		budget                  float64
+	}{
+		{"openai stream", "/v1/chat/completions", `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`, openaiEvent, fleet.ProviderOpenAI, 38},
+		{"openai whole", "/v1/chat/completions", `{"model":"a","messages":[{"role":"user","content":"hi"}]}`, openaiEvent, fleet.ProviderOpenAI, 54},
+		{"ollama stream", "/api/chat", `{"model":"a","messages":[{"role":"user","content":"hi"}],"options":{"temperature":0.5}}`, ollamaEvent, fleet.ProviderOllama, 43},
+	} {
+		chunks := []fleet.Chunk{{Role: "assistant", Content: "x", Raw: []byte(tt.event)}, {Content: " tok", Raw: []byte(tt.event)},
+			{FinishReason: "stop", Raw: []byte(tt.event)}}
+		s, req, w := fromMemory(tt.provider, tt.path, chunks)
+		n := testing.AllocsPerRun(50, func() {
+			req.Body = io.NopCloser(strings.NewReader(tt.body))
+			clear(w.h)
+			s.ServeHTTP(w, req)
+		})
+		if n > tt.budget {
+			t.Errorf("%s: %.0f allocations a request; want at most %.0f", tt.name, n, tt.budget)
+		}
+	}
+}

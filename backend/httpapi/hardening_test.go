@@ -235,3 +235,22 @@ func rawConn(t *testing.T, h http.Handler) net.Conn {
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
+
+// zeros is an endless body of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+func (zeros) Close() error               { return nil }
+
+// Reading a body behind the limit costs no allocation per read: the body
+// is read in a few reads for every request.
+func TestLimitedBodyReadAllocatesNothing(t *testing.T) {
+	b := &limitedBody{ReadCloser: http.MaxBytesReader(nil, zeros{}, 1<<40)}
+	buf := make([]byte, 512)
+	if n := testing.AllocsPerRun(100, func() { b.Read(buf) }); n != 0 {
+		t.Errorf("limitedBody.Read: %v allocations a read; want 0", n)
+	}
+	if b.over {
+		t.Error("a body under the limit was taken for one over it")
+	}
+}

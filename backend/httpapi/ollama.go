@@ -110,16 +110,18 @@ func ollamaOptions(m map[string]any) (fleet.Options, error) {
 		}
 		return &f, nil
 	}
-	for key, dst := range map[string]**float64{
-		"temperature": &o.Temperature, "top_p": &o.TopP, "min_p": &o.MinP, "repeat_penalty": &o.RepeatPenalty,
-		"presence_penalty": &o.PresencePenalty, "frequency_penalty": &o.FrequencyPenalty,
-	} {
+	// By key, in order, into o after: a table of pointers into o (it
+	// was a map) moves o to the heap, and the table with it, for every
+	// request.
+	var floats [6]*float64
+	for i, key := range [...]string{"temperature", "top_p", "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty"} {
 		f, err := num(key)
 		if err != nil {
 			return o, err
 		}
-		*dst = f
+		floats[i] = f
 	}
+	o.Temperature, o.TopP, o.MinP, o.RepeatPenalty, o.PresencePenalty, o.FrequencyPenalty = floats[0], floats[1], floats[2], floats[3], floats[4], floats[5]
 	if o.Temperature != nil && *o.Temperature < 0 {
 		return o, fmt.Errorf("options.temperature: %g is negative", *o.Temperature)
 	}
@@ -131,16 +133,18 @@ func ollamaOptions(m map[string]any) (fleet.Options, error) {
 			return o, fmt.Errorf("options.%s: %g is out of range [0, 1]", p.name, *p.v)
 		}
 	}
-	for key, dst := range map[string]**int{"num_predict": &o.MaxTokens, "seed": &o.Seed, "top_k": &o.TopK, "num_ctx": &o.NumCtx} {
+	var ints [4]*int
+	for i, key := range [...]string{"num_predict", "seed", "top_k", "num_ctx"} {
 		f, err := num(key)
 		if err != nil {
 			return o, err
 		}
 		if f != nil {
 			n := int(*f)
-			*dst = &n
+			ints[i] = &n
 		}
 	}
+	o.MaxTokens, o.Seed, o.TopK, o.NumCtx = ints[0], ints[1], ints[2], ints[3]
 	if v, ok := m["stop"]; ok {
 		list, ok := v.([]any)
 		if !ok {

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/ollama/ollama/api"
@@ -69,6 +71,43 @@ func TestQuickOllamaChatTakes(t *testing.T) {
 		var q ollamaChatRequest
 		if _, ok := q.decodeQuick([]byte(s.body)); ok != s.quick {
 			t.Errorf("decodeQuick(%s) = %v; want %v", s.body, ok, s.quick)
+		}
+	}
+}
+
+// Each Ollama option lands in its own setting, and a bad one is named.
+func TestOllamaOptions(t *testing.T) {
+	o, err := ollamaOptions(map[string]any{
+		"temperature": 0.1, "top_p": 0.2, "min_p": 0.3, "repeat_penalty": 1.4, "presence_penalty": 0.5, "frequency_penalty": 0.6,
+		"num_predict": 7.0, "seed": 8.0, "top_k": 9.0, "num_ctx": 10.0, "stop": []any{"a", "b"}, "mirostat": 1.0,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := func(p *float64) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+	n := func(p *int) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+	got := []any{f(o.Temperature), f(o.TopP), f(o.MinP), f(o.RepeatPenalty), f(o.PresencePenalty), f(o.FrequencyPenalty),
+		n(o.MaxTokens), n(o.Seed), n(o.TopK), n(o.NumCtx), o.Stop}
+	want := []any{0.1, 0.2, 0.3, 1.4, 0.5, 0.6, 7, 8, 9, 10, []string{"a", "b"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ollamaOptions() = %v; want %v", got, want)
+	}
+	for key, want := range map[string]string{
+		"temperature": "options.temperature: expected a number", "frequency_penalty": "options.frequency_penalty: expected a number",
+		"num_ctx": "options.num_ctx: expected a number", "stop": "options.stop: expected an array of strings",
+	} {
+		if _, err := ollamaOptions(map[string]any{key: "x"}); fmt.Sprint(err) != want {
+			t.Errorf("ollamaOptions(%s: \"x\") = %v; want %s", key, err, want)
 		}
 	}
 }

@@ -203,9 +203,11 @@ type limitedBody struct {
 
 func (b *limitedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	var mbe *http.MaxBytesError
-	if err != nil && errors.As(err, &mbe) {
-		b.over = true
+	if err != nil && err != io.EOF {
+		// Declared here, not above: errors.As moves it to the heap, and
+		// every read would pay an allocation for it.
+		var mbe *http.MaxBytesError
+		b.over = b.over || errors.As(err, &mbe)
 	}
 	return n, err
 }

@@ -77,10 +77,13 @@ func (s *Server) readFields(w http.ResponseWriter, r *http.Request, quick quickR
 		if status, err := s.decodeFrom(bytes.NewReader(body), &raw); err != nil {
 			return nil, nil, false, status, err
 		}
-		if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		// Into a map of its own: one whose address goes to json.Unmarshal
+		// is on the heap, and fields would be for every body.
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 			return nil, nil, false, http.StatusBadRequest, errors.New("expected a JSON object")
 		}
-		body = raw
+		body, fields = raw, m
 	}
 	rc.SetReadDeadline(time.Time{})
 	return body, fields, took, 0, nil
