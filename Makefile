@@ -184,7 +184,7 @@ test-go:
 	set -o pipefail; $(GO) test -race -count=1 -json ./... | $(GO) run ./scripts/testsummary $(TEST_SKIPS)
 	CGO_ENABLED=0 $(GO) test -count=1 -run 'TestStubNVML|TestServeSaysWhenItHasNoNVML' . ./backend/gpu/
 	# Allocation counts, which the race detector's pool draining blurs.
-	$(GO) test -count=1 -run 'Allocates' ./backend/httpapi/
+	$(GO) test -count=1 -run 'Allocat' ./backend/httpapi/
 
 test-frontend: frontend/node_modules/.package-lock.json
 	cd frontend && npm test
