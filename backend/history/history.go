@@ -267,6 +267,7 @@ func open(path string, o Options, h hooks) (*Store, error) {
 		checked:    checked,
 		startSwept: make(chan struct{}),
 		q:          queue{room: make(chan struct{}, 4*o.BatchSize)},
+		views:      views{idle: make(chan struct{}, 1)},
 		sig: signals{
 			commit:      make(chan struct{}, 1),
 			commitTimer: stoppedTimer(),
@@ -280,6 +281,7 @@ func open(path string, o Options, h hooks) (*Store, error) {
 			ckpt:      checkpointer{c: ck, done: make(chan error, 1)},
 			moveTimer: stoppedTimer(),
 			retry:     stoppedTimer(),
+			yield:     stoppedTimer(),
 		},
 	}
 	if !h.noJournal {
@@ -379,6 +381,7 @@ func (s *Store) Close() error {
 	<-s.sig.stopped
 	s.sig.commitTimer.Stop()
 	s.w.moveTimer.Stop()
+	s.w.yield.Stop()
 	s.w.retry.Stop()
 	if err := errors.Join(s.w.closeErr, s.db.Close()); err != nil {
 		return fmt.Errorf("close history %s: %w", s.path, err)

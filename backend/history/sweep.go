@@ -30,6 +30,9 @@ const (
 	vacuumStep        = 8   // pages a step gives back at first: 32 KiB at SQLite's 4 KiB
 	maxVacuumStep     = 32
 	walLimit          = 64 << 20
+	// sweepYield is the longest a step waits for the queries reading to
+	// end (nextStep).
+	sweepYield = 20 * time.Millisecond
 )
 
 const (
@@ -194,6 +197,35 @@ func (s *Store) sweepStep() {
 	}
 }
 
+// nextStep says when the sweep under way takes its next step: now
+// (step), or once no query reads (idle), or sweepYield after it began to
+// wait for that (yielded), so that queries asked back to back don't stop
+// the sweep. A step beside a query makes it wait: not for a lock (a
+// query reads its snapshot) but for the CPU and for SQLite's mutexes,
+// its page cache's above all, which every connection of the process
+// shares: beside the steps of a week's sweep at 1M requests, a first
+// page took up to 12 ms instead of 0.5 (docs/DESIGN.md, "Retention").
+// Writer goroutine only.
+func (s *Store) nextStep() (step, idle <-chan struct{}, yielded <-chan time.Time) {
+	if s.views.open.Load() == 0 {
+		s.stopYield()
+		return ready, nil, nil
+	}
+	if !s.w.yielding {
+		s.w.yielding = true
+		s.w.yield.Reset(sweepYield)
+	}
+	return nil, s.views.idle, s.w.yield.C
+}
+
+// stopYield stops waiting for the queries to end. Writer goroutine only.
+func (s *Store) stopYield() {
+	if s.w.yielding {
+		s.w.yield.Stop()
+		s.w.yielding = false
+	}
+}
+
 // pace is how much the next step of a sweep does (rows, or pages), after
 // one that did n took took: twice as much after a step under half of
 // sweepStepTime, as much as would have taken sweepStepTime after one
@@ -216,6 +248,7 @@ func (s *Store) endSweep(err error) {
 		return
 	}
 	s.w.sweep = nil
+	s.stopYield()
 	if err != nil && len(sw.waiters) == 0 && !errors.Is(err, ErrClosed) {
 		s.cfg.logf("history: %v", wrapPrune(err))
 	}

@@ -34,7 +34,8 @@ const viewMax = 1024
 
 // view is one query's consistent reading of the history.
 type view struct {
-	c *sql.Conn // in a read transaction: one snapshot of the file
+	c  *sql.Conn // in a read transaction: one snapshot of the file
+	of *views
 	// recs are the records not in requests and attempts yet, newest
 	// first as the list orders them (started_at, then id).
 	recs []*unmoved
@@ -95,7 +96,8 @@ func (s *Store) openView(ctx context.Context, limit int) (_ *view, err error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &view{c: c, events: events}
+	s.views.open.Add(1)
+	v := &view{c: c, of: &s.views, events: events}
 	defer func() {
 		if err != nil {
 			v.close()
@@ -250,7 +252,11 @@ func decoded(blob []byte) *unmoved {
 type views struct {
 	// moves counts the moves begun: rows entering requests.
 	moves atomic.Int64
-	mu    sync.Mutex
+	// open counts the views open; idle has a value once the last one
+	// closed, for a sweep that waits for the queries to end (sweep.go).
+	open atomic.Int32
+	idle chan struct{}
+	mu   sync.Mutex
 	// inbox holds the inbox's records decoded, by id, as the last view
 	// found them; it is replaced whole, never changed.
 	inbox map[string]*unmoved
@@ -264,6 +270,12 @@ func (v *view) close() {
 		v.c.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	v.c.Close()
+	if v.of.open.Add(-1) == 0 {
+		select {
+		case v.of.idle <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // byID is the waiting record with id, if one is.

@@ -93,6 +93,8 @@ type writer struct {
 	moveArmed bool                  // moveTimer will fire
 	ckpt      checkpointer          // checkpoint.go
 	sweep     *sweep                // the sweep under way, nil when none (sweep.go)
+	yield     *time.Timer           // how long the sweep's next step waits for queries to end
+	yielding  bool                  // yield runs
 	// What could not be written, oldest first, and how trying again
 	// goes (backlog.go).
 	backlog    []*pending
@@ -471,14 +473,14 @@ func (s *Store) run() {
 	s.beginSweep(nil, true)
 	for {
 		var commit chan struct{}
-		var commitTimer, moveTimer, retry <-chan time.Time
-		var step <-chan struct{}
+		var commitTimer, moveTimer, retry, yielded <-chan time.Time
+		var step, idle <-chan struct{}
 		switch {
 		case !s.w.ckpt.running:
 			commit = s.sig.commit
 			commitTimer, moveTimer, retry = s.sig.commitTimer.C, s.w.moveTimer.C, s.w.retry.C
 			if s.w.sweep != nil {
-				step = ready
+				step, idle, yielded = s.nextStep()
 			}
 		case s.journal == nil:
 			commit = s.sig.commit
@@ -506,19 +508,29 @@ func (s *Store) run() {
 			s.beginSweep(done, false)
 		case err := <-s.w.ckpt.done:
 			s.checkpointed(err)
+		case <-idle:
+			// The queries have ended: the next turn takes the step.
+		case <-yielded:
+			s.w.yielding = false
+			s.stepOrJob()
 		case <-step:
-			// A job waiting goes first: a query waits for one step of a
-			// sweep at most.
-			select {
-			case j := <-s.sig.jobs:
-				s.runJob(j)
-			default:
-				s.sweepStep()
-			}
+			s.stepOrJob()
 		case <-s.sig.quit:
 			s.stop()
 			return
 		}
+	}
+}
+
+// stepOrJob takes the sweep's next step, unless a job waits: a query
+// that needs the writer waits for one step of a sweep at most. Writer
+// goroutine only.
+func (s *Store) stepOrJob() {
+	select {
+	case j := <-s.sig.jobs:
+		s.runJob(j)
+	default:
+		s.sweepStep()
 	}
 }
 
