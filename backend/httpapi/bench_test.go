@@ -161,9 +161,9 @@ func TestSameDialectAllocations(t *testing.T) {
 		provider                fleet.Provider
 		budget                  float64
 	}{
-		{"openai stream", "/v1/chat/completions", `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`, openaiEvent, fleet.ProviderOpenAI, 38},
-		{"openai whole", "/v1/chat/completions", `{"model":"a","messages":[{"role":"user","content":"hi"}]}`, openaiEvent, fleet.ProviderOpenAI, 54},
-		{"ollama stream", "/api/chat", `{"model":"a","messages":[{"role":"user","content":"hi"}],"options":{"temperature":0.5}}`, ollamaEvent, fleet.ProviderOllama, 43},
+		{"openai stream", "/v1/chat/completions", `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`, openaiEvent, fleet.ProviderOpenAI, 36},
+		{"openai whole", "/v1/chat/completions", `{"model":"a","messages":[{"role":"user","content":"hi"}]}`, openaiEvent, fleet.ProviderOpenAI, 52},
+		{"ollama stream", "/api/chat", `{"model":"a","messages":[{"role":"user","content":"hi"}],"options":{"temperature":0.5}}`, ollamaEvent, fleet.ProviderOllama, 41},
 	} {
 		chunks := []fleet.Chunk{{Role: "assistant", Content: "x", Raw: []byte(tt.event)}, {Content: " tok", Raw: []byte(tt.event)},
 			{FinishReason: "stop", Raw: []byte(tt.event)}}

@@ -32,13 +32,12 @@ type encoder interface {
 // ended; the caller closes st.
 func (s *Server) pump(r *http.Request, st *router.Stream, cw *chunkWriter, enc encoder, raw bool) error {
 	defer cw.release()
-	// One chunk for the whole answer: the encoders take its address, which
-	// makes it escape, and a variable per loop would cost an allocation a
-	// chunk.
-	var ch fleet.Chunk
+	// One chunk for the whole answer, cw's (chunkWriter.ch): a variable
+	// per loop would cost an allocation a chunk.
+	ch := &cw.ch
 	for {
 		var err error
-		ch, err = st.Recv()
+		*ch, err = st.Recv()
 		if err == io.EOF {
 			cw.buf = enc.end(cw.hold())
 			return cw.flush()
@@ -52,9 +51,9 @@ func (s *Server) pump(r *http.Request, st *router.Stream, cw *chunkWriter, enc e
 		}
 		var ok bool
 		if raw {
-			cw.buf, ok = enc.raw(cw.hold(), &ch)
+			cw.buf, ok = enc.raw(cw.hold(), ch)
 		} else {
-			cw.buf, ok = enc.chunk(cw.hold(), &ch)
+			cw.buf, ok = enc.chunk(cw.hold(), ch)
 		}
 		if !ok {
 			continue

@@ -333,11 +333,15 @@ func startSSE(w http.ResponseWriter) {
 type chunkWriter struct {
 	pooled  *[]byte // the box buf came in from chunkBufs; nil when buf is none of theirs
 	w       http.ResponseWriter
-	rc      *http.ResponseController
+	rc      http.ResponseController // a value, not the pointer NewResponseController makes: one allocation less a stream
 	timeout time.Duration
 	buf     []byte
 	lazy    bool  // chunks are written before the stream waits
 	err     error // the first failed write of a lazy writer
+	// ch is the chunk pump writes: the encoders take its address, which
+	// puts it on the heap, so it lives in cw's allocation rather than in
+	// one of its own.
+	ch fleet.Chunk
 }
 
 // lazyMax is the most a lazy chunkWriter holds before it writes anyway.
@@ -370,7 +374,7 @@ func (cw *chunkWriter) chunk() error {
 }
 
 func newChunkWriter(w http.ResponseWriter, timeout time.Duration) *chunkWriter {
-	return &chunkWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+	return &chunkWriter{w: w, rc: *http.NewResponseController(w), timeout: timeout}
 }
 
 // chunkBufs holds chunk writers' buffers between writes. An answer whose

@@ -40,8 +40,15 @@ type attempt struct {
 	// queued: the candidate's server was full when the attempt started,
 	// so its wait for a first token is partly a wait in the queue.
 	queued bool
-	// stallAt is when a committed stream that sends no content stalls.
-	stallAt time.Time
+	// The stall watchdog of a committed stream, kept lazily (Stream.Recv,
+	// docs/DESIGN.md, "Stall watchdog"): Recv moves stallAt and says
+	// whether it waits for the upstream, and the timer, armed when a wait
+	// finds it idle, looks at them when it fires and re-arms for what is
+	// left, rather than being reset and stopped around every chunk.
+	stallAt atomic.Int64 // when the wait stalls, in nanoseconds from born
+	waiting atomic.Bool  // Recv waits for the upstream
+	armed   atomic.Bool  // the timer runs for the stall watchdog
+	born    time.Time
 	stream  fleet.Stream
 	buf     []fleet.Chunk
 }
@@ -77,6 +84,7 @@ func (ru *run) startAttempt(e entry, t breaker.Ticket) *attempt {
 		RequestID: ru.id, Order: len(ru.rec.Attempts), Candidate: c.ID, StartedAt: time.Now(),
 		Deadline: d, Cold: cold, Demoted: e.demoted, Reading: e.reading,
 	}
+	a.born = a.rec.StartedAt
 	a.ctx, a.cancel = context.WithCancelCause(ru.ctx)
 	a.timer = time.AfterFunc(d, a.expire)
 	ru.r.observe(fleet.Event{Type: fleet.EventAttemptStarted, At: a.rec.StartedAt, RequestID: ru.id, Attempt: &a.rec})
@@ -103,7 +111,7 @@ func (ru *run) moreToTry() bool {
 // on without blaming it.
 func (a *attempt) expire() {
 	if a.phase.Load() == phaseCommitted {
-		a.cancel(fleet.ErrStalled)
+		a.checkStall()
 		return
 	}
 	if !a.phase.CompareAndSwap(phaseWaiting, phaseChecking) {
@@ -137,6 +145,48 @@ func (a *attempt) stuckFor(now time.Time) time.Duration {
 		return d
 	}
 	return 0
+}
+
+// wait starts a wait for the upstream of a committed stream that stalls
+// after d, arming the timer when it is idle.
+func (a *attempt) wait(d time.Duration) {
+	a.stallAt.Store(int64(time.Since(a.born) + d))
+	a.waiting.Store(true)
+	if a.armed.CompareAndSwap(false, true) {
+		a.timer.Reset(d)
+	}
+}
+
+// pause ends a wait for the upstream, for a while (then wait or resume)
+// or for good.
+func (a *attempt) pause() { a.waiting.Store(false) }
+
+// resume goes on with a wait paused at pausedAt (nanoseconds from born),
+// its deadline pushed back by the pause.
+func (a *attempt) resume(pausedAt time.Duration) {
+	a.stallAt.Add(int64(time.Since(a.born) - pausedAt))
+	a.waiting.Store(true)
+	if a.armed.CompareAndSwap(false, true) {
+		a.timer.Reset(max(time.Duration(a.stallAt.Load())-time.Since(a.born), 0))
+	}
+}
+
+// checkStall is the stall timer's: it ends a wait that has run past its
+// deadline with fleet.ErrStalled, re-arms for what is left of a wait in
+// progress, and otherwise goes idle until the next wait arms it.
+func (a *attempt) checkStall() {
+	a.armed.Store(false)
+	if !a.waiting.Load() || a.released.Load() {
+		return // a wait that starts now finds the timer idle and arms it
+	}
+	left := time.Duration(a.stallAt.Load()) - time.Since(a.born)
+	if left <= 0 {
+		a.cancel(fleet.ErrStalled)
+		return
+	}
+	if a.armed.CompareAndSwap(false, true) {
+		a.timer.Reset(left)
+	}
 }
 
 // stopDeadline stops the first-token deadline at the first token and

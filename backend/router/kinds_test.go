@@ -234,4 +234,11 @@ func TestRawSurvivesTheProbeAndFieldsAreCollected(t *testing.T) {
 	if len(ans.Events) != 2 || !strings.Contains(string(ans.Events[0]), `"role"`) || string(ans.Events[1]) != lines[len(lines)-1] {
 		t.Errorf("Events = %q; want the first and the finishing event", ans.Events)
 	}
+	// They share one buffer, each capped at its end: appending to one
+	// leaves the next as it was.
+	_ = append(ans.Events[0], "xx"...)
+	_ = append(ans.Logprobs[0], "xx"...)
+	if string(ans.Events[1]) != lines[len(lines)-1] || string(ans.Logprobs[1]) != `[{"token":" there"}]` {
+		t.Errorf("after appending to the first: Events[1] = %s, Logprobs[1] = %s", ans.Events[1], ans.Logprobs[1])
+	}
 }

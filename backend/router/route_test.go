@@ -563,3 +563,35 @@ func TestBeforeWaitIsNotTheUpstreamsStall(t *testing.T) {
 		}
 	})
 }
+
+// The stall timeout runs only while Recv waits for the upstream: a
+// caller that takes longer than it between chunks stalls nothing, and a
+// wait after that one stalls the full timeout after it began.
+func TestSlowCallerIsNotTheUpstreamsStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {steps: []step{role(), tok("x"), tok("y"), {wait: 6 * time.Second, chunk: fleet.Chunk{Content: "z"}}, finish()}}})
+		r := New(testFleet(f, Settings{FirstTokenTimeout: 2 * time.Second, StallTimeout: 5 * time.Second}), Deps{})
+		st, err := r.Stream(context.Background(), &fleet.Request{Model: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		var got string
+		for range 3 { // role, x (buffered by the probe), y (read after the caller's 20 s)
+			ch, err := st.Recv()
+			if err != nil {
+				t.Fatalf("Recv after %q: %v; want no stall while the caller is slow", got, err)
+			}
+			got += ch.Content
+			time.Sleep(20 * time.Second)
+		}
+		start := time.Now()
+		_, err = st.Recv()
+		if !errors.Is(err, fleet.ErrStalled) || time.Since(start) != 5*time.Second {
+			t.Errorf("Recv of an upstream silent for 6 s = %v after %v; want ErrStalled after 5s", err, time.Since(start))
+		}
+		if got != "xy" {
+			t.Errorf("got %q before the stall; want xy", got)
+		}
+	})
+}

@@ -99,11 +99,10 @@ func (s *Stream) BeforeWait(f func()) bool {
 		return false
 	}
 	w.BeforeWait(func() {
-		s.a.timer.Stop()
-		start := time.Now()
+		s.a.pause()
+		start := time.Since(s.a.born)
 		f()
-		s.a.stallAt = s.a.stallAt.Add(time.Since(start))
-		s.a.timer.Reset(max(time.Until(s.a.stallAt), 0))
+		s.a.resume(start)
 	})
 	return true
 }
@@ -128,11 +127,9 @@ func (s *Stream) Recv() (fleet.Chunk, error) {
 	if s.empty {
 		return fleet.Chunk{}, s.end(io.EOF)
 	}
-	stall := s.ru.st.fleet.Settings.StallTimeout
-	s.a.stallAt = time.Now().Add(stall)
-	s.a.timer.Reset(stall)
+	s.a.wait(s.ru.st.fleet.Settings.StallTimeout)
 	ch, err := s.a.stream.Recv()
-	s.a.timer.Stop()
+	s.a.pause()
 	if err != nil {
 		return fleet.Chunk{}, s.end(err)
 	}
