@@ -285,6 +285,10 @@ type ollamaEncoder struct {
 	ids   *ollamaCallIDs
 	start time.Time
 	same  bool // the upstream's own lines go out
+	// done is the upstream's own done:true line, held back for end: the
+	// caller reads it only once the request's record is durable, and the
+	// reader's buffer goes out before the record is written.
+	done []byte
 }
 
 func (e *ollamaEncoder) chunk(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
@@ -299,12 +303,17 @@ func (e *ollamaEncoder) raw(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
 	if len(ch.Raw) == 0 {
 		return dst, false
 	}
+	if ch.FinishReason != "" {
+		// The done:true line, every other line's end.
+		e.done = append(append(e.done[:0], e.ids.typed(ch.Raw)...), '\n')
+		return dst, false
+	}
 	return append(append(dst, e.ids.typed(ch.Raw)...), '\n'), true
 }
 
 func (e *ollamaEncoder) end(dst []byte) []byte {
 	if e.same {
-		return dst // the upstream's done:true line went out as it came
+		return append(dst, e.done...) // the upstream's done:true line, as it came
 	}
 	return e.lines.appendEnd(dst, time.Since(e.start), e.ids)
 }

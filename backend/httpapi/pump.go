@@ -40,7 +40,7 @@ func (s *Server) pump(r *http.Request, st *router.Stream, cw *chunkWriter, enc e
 		*ch, err = st.Recv()
 		if err == io.EOF {
 			cw.buf = enc.end(cw.hold())
-			return cw.flush()
+			return cw.last()
 		}
 		if err != nil {
 			if !s.callerGone(r) {

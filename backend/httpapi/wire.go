@@ -414,6 +414,17 @@ func (cw *chunkWriter) flush() error {
 	return cw.rc.Flush()
 }
 
+// last writes the end of an answer, unflushed: net/http sends it with the
+// chunked body's terminator when the handler returns, in one write where
+// a flush and the terminator made two. The handler must return soon
+// after, as every one that pumps does.
+func (cw *chunkWriter) last() error {
+	cw.rc.SetWriteDeadline(time.Now().Add(cw.timeout))
+	_, err := cw.w.Write(cw.buf)
+	cw.release()
+	return err
+}
+
 // appendString appends s as a JSON string, escaped as encoding/json does
 // (minus HTML escaping): quotes, backslashes, control characters, invalid
 // UTF-8 as U+FFFD, and U+2028/U+2029.

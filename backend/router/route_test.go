@@ -555,13 +555,57 @@ func TestBeforeWaitIsNotTheUpstreamsStall(t *testing.T) {
 		if err != nil || got != "xy" {
 			t.Fatalf("drain = %q, %v; want xy with no stall", got, err)
 		}
-		if calls != 1 {
-			t.Errorf("the reader's function ran %d times; want once, before the wait", calls)
+		if calls != 2 {
+			t.Errorf("the reader's function ran %d times; want twice, before the wait and before the record", calls)
 		}
 		if o := rec.last().Attempts[0].Outcome; o != fleet.OutcomeSuccess {
 			t.Errorf("attempt outcome %s; want success", o)
 		}
 	})
+}
+
+// recorderFunc is a Recorder that calls f with each record.
+type recorderFunc func(fleet.RequestRecord)
+
+func (f recorderFunc) Record(_ context.Context, rec fleet.RequestRecord) error {
+	f(rec)
+	return nil
+}
+
+// The reader's BeforeWait function runs before the record is written,
+// also when the rest of the answer came without a wait: what the reader
+// holds (the first token) goes out before the history's write, not after
+// it. Before, an answer whose events came in one read reached its caller
+// only once its record was durable.
+func TestBeforeWaitRunsBeforeTheRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"complete", []step{role(), tok("x"), tok("y"), finish()}},
+		{"failed after the first token", []step{role(), tok("x"), {err: errors.New("connection reset")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(map[string]script{"a": {steps: tc.steps}})
+				var events []string
+				rec := recorderFunc(func(fleet.RequestRecord) { events = append(events, "record") })
+				r := New(testFleet(f, Settings{FirstTokenTimeout: 2 * time.Second, StallTimeout: 5 * time.Second}), Deps{Recorder: rec})
+				st, err := r.Stream(context.Background(), &fleet.Request{Model: "a"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				if !st.BeforeWait(func() { events = append(events, "flush") }) {
+					t.Fatal("BeforeWait = false on a stream that can wait")
+				}
+				drain(st)
+				if want := []string{"flush", "record"}; !equal(events, want) {
+					t.Errorf("events %v; want %v", events, want)
+				}
+			})
+		})
+	}
 }
 
 // The stall timeout runs only while Recv waits for the upstream: a

@@ -73,6 +73,9 @@ type Stream struct {
 	err   error // the terminal error Recv returns once the stream ended
 	ended atomic.Bool
 	usage atomic.Pointer[fleet.Usage] // the last usage seen; read by a concurrent Close
+	// beforeEnd is the reader's BeforeWait function, which Recv also calls
+	// before it records the end of the answer.
+	beforeEnd func()
 }
 
 // Meta returns what is known at commit time.
@@ -93,11 +96,19 @@ func (s *Stream) Passthrough() {
 // stream can. The time f takes is not the upstream's: the stall deadline
 // is pushed back by it. Bytes read without content (keep-alive comments)
 // do not push it back: the stall timeout counts content.
+//
+// Recv calls f too once the upstream's answer has ended, before it makes
+// the record durable (a write to the history's journal, or a wait for a
+// commit): what the reader holds is then sent while the record is
+// written, not after. An answer whose events all came in one read used to
+// reach the caller only after its record, so its first token waited for
+// the history.
 func (s *Stream) BeforeWait(f func()) bool {
 	w, ok := s.a.stream.(fleet.Waiter)
 	if !ok {
 		return false
 	}
+	s.beforeEnd = f
 	w.BeforeWait(func() {
 		s.a.pause()
 		start := time.Since(s.a.born)
@@ -125,13 +136,13 @@ func (s *Stream) Recv() (fleet.Chunk, error) {
 		return fleet.Chunk{}, s.err
 	}
 	if s.empty {
-		return fleet.Chunk{}, s.end(io.EOF)
+		return fleet.Chunk{}, s.endRead(io.EOF)
 	}
 	s.a.wait(s.ru.st.fleet.Settings.StallTimeout)
 	ch, err := s.a.stream.Recv()
 	s.a.pause()
 	if err != nil {
-		return fleet.Chunk{}, s.end(err)
+		return fleet.Chunk{}, s.endRead(err)
 	}
 	if ch.Usage != nil {
 		s.usage.Store(ch.Usage)
@@ -146,6 +157,16 @@ func (s *Stream) Close() error {
 	s.a.cancel(errClosed)
 	s.end(errClosed)
 	return nil
+}
+
+// endRead ends the stream on Recv's goroutine, where the reader's
+// BeforeWait function may run: it does, first, so that what the reader
+// holds goes out before the record is written.
+func (s *Stream) endRead(err error) error {
+	if s.beforeEnd != nil && !s.ended.Load() {
+		s.beforeEnd()
+	}
+	return s.end(err)
 }
 
 // end finishes the stream once, records it and returns the error Recv
