@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ollama/ollama/api"
@@ -185,5 +187,44 @@ func TestSetHeaders(t *testing.T) {
 	want := http.Header{"Keep": {"k"}, "X-One": {"1", "more"}, "X-Two": {"2"}}
 	if !reflect.DeepEqual(h, want) {
 		t.Errorf("header = %v; want %v", h, want)
+	}
+}
+
+// A whole answer goes out with its length, also one longer than
+// net/http's 2 KiB buffer, which it used to send in chunks.
+func TestWholeAnswerHasItsLength(t *testing.T) {
+	long := strings.Repeat("word ", 1000)
+	ev := func(content string) string {
+		b, _ := json.Marshal(map[string]any{"id": "c", "object": "chat.completion.chunk", "model": "tiny",
+			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": content}, "finish_reason": nil}}})
+		return string(b)
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, sse(ev(long), lcStop))
+	}))
+	t.Cleanup(up.Close)
+	api := fleetServer(t, fleet.Candidate{ID: "tiny", Provider: fleet.ProviderOpenAI, URL: up.URL + "/v1", Model: "tiny", Priority: 1})
+	sw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Host = "127.0.0.1:8484"
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(sw.Close)
+	resp, err := http.Post(sw.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"tiny","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d, %v: %s", resp.StatusCode, err, body)
+	}
+	if resp.ContentLength != int64(len(body)) || len(resp.TransferEncoding) > 0 {
+		t.Errorf("Content-Length %d, Transfer-Encoding %v for a body of %d bytes; want its length, not chunks", resp.ContentLength, resp.TransferEncoding, len(body))
+	}
+	if !strings.Contains(string(body), long) {
+		t.Errorf("the answer lost its text: %.200s", body)
 	}
 }
