@@ -337,6 +337,16 @@ type Waiter interface {
 	BeforeWait(f func())
 }
 
+// IntoReceiver is a Stream that can put its next chunk into one its
+// reader keeps: RecvInto(c) is Recv with the chunk written to *c (the
+// zero Chunk with an error). A chunk returned by value is copied through
+// every frame of the read, and those frames are under the reader's
+// writes to its caller (BeforeWait): they made the handler's stack, which
+// an open stream holds, outgrow 8 KiB.
+type IntoReceiver interface {
+	RecvInto(c *Chunk) error
+}
+
 // WaitReader is a body that calls Before, when set, before each Read: an
 // adapter reads its body through one to be a Waiter.
 type WaitReader struct {

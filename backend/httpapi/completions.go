@@ -147,7 +147,7 @@ func (s *Server) openaiEmbeddings(w http.ResponseWriter, r *http.Request) {
 	if ans == nil {
 		return
 	}
-	if sameDialect(req, ans.Meta, fleet.ProviderOpenAI) && len(ans.Fields) > 0 {
+	if sameDialect(req, &ans.Meta, fleet.ProviderOpenAI) && len(ans.Fields) > 0 {
 		writeJSON(w, http.StatusOK, ans.Fields) // the upstream's answer, every field
 		return
 	}

@@ -493,7 +493,7 @@ func ollamaWhole(req *fleet.Request, ans *answer, gen bool, took time.Duration) 
 	if len(ans.Logprobs) > 0 {
 		json.Unmarshal(ans.Logprobs, &lp)
 	}
-	if sameDialect(req, ans.Meta, fleet.ProviderOllama) && len(ans.Fields) > 0 {
+	if sameDialect(req, &ans.Meta, fleet.ProviderOllama) && len(ans.Fields) > 0 {
 		set := map[string]any{"done": true}
 		if gen {
 			set["response"] = ans.Message.Content
@@ -625,7 +625,7 @@ func (s *Server) ollamaEmbedAnswer(w http.ResponseWriter, r *http.Request, req *
 	if ans == nil {
 		return
 	}
-	if sameDialect(req, ans.Meta, fleet.ProviderOllama) && len(ans.Fields) > 0 {
+	if sameDialect(req, &ans.Meta, fleet.ProviderOllama) && len(ans.Fields) > 0 {
 		writeJSON(w, http.StatusOK, ans.Fields)
 		return
 	}

@@ -326,25 +326,38 @@ func readRequest[T any](s *Server, w http.ResponseWriter, r *http.Request, write
 }
 
 func (s *Server) openaiChat(w http.ResponseWriter, r *http.Request) {
+	req, stream, includeUsage := s.readChat(w, r)
+	switch {
+	case req == nil:
+	case !stream:
+		s.openaiComplete(w, r, req)
+	default:
+		s.openaiStream(w, r, req, includeUsage, chatChunks)
+	}
+}
+
+// readChat reads a chat completions request; on a nil req it has answered
+// the caller. The decoded request stays in its frame, which has returned
+// before the request is routed: the handler's stack is what an open
+// stream holds, and a frame that kept it there made the stack outgrow
+// 8 KiB.
+//
+//go:noinline
+func (s *Server) readChat(w http.ResponseWriter, r *http.Request) (req *fleet.Request, stream, includeUsage bool) {
 	q, fields, ok := readRequest[chatRequest](s, w, r, writeOpenAIStatus)
 	if !ok {
-		return
+		return nil, false, false
 	}
 	req, err := q.toFleet()
 	if err != nil {
 		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
-		return
+		return nil, false, false
 	}
 	req.Protocol = protocolOf(r, fleet.ProtocolOpenAI)
 	if req.Protocol == fleet.ProtocolOpenAI {
 		req.Raw = &fleet.Raw{Dialect: fleet.ProviderOpenAI, Endpoint: "/v1/chat/completions", Fields: fields}
 	}
-	includeUsage := q.StreamOptions != nil && q.StreamOptions.IncludeUsage
-	if !q.Stream {
-		s.openaiComplete(w, r, req)
-		return
-	}
-	s.openaiStream(w, r, req, includeUsage, chatChunks)
+	return req, q.Stream, q.StreamOptions != nil && q.StreamOptions.IncludeUsage
 }
 
 // The two kinds of OpenAI stream: chat.completion.chunk and
@@ -363,21 +376,30 @@ func (s *Server) openaiStream(w http.ResponseWriter, r *http.Request, req *fleet
 		return
 	}
 	defer st.Close()
+	cw, enc := s.startOpenAIStream(w, req, st, includeUsage, kind)
+	s.pump(r, st, cw, enc, enc.same)
+}
+
+// startOpenAIStream starts the SSE answer of st and makes its writer and
+// encoder. Apart from openaiStream, whose frame is under every write of an
+// open stream: what this needs made that stack outgrow 8 KiB.
+//
+//go:noinline
+func (s *Server) startOpenAIStream(w http.ResponseWriter, req *fleet.Request, st *router.Stream, includeUsage bool, kind int) (*chunkWriter, *openaiEncoder) {
 	meta := st.Meta()
 	startSSE(w)
-
 	same := sameDialect(req, meta, fleet.ProviderOpenAI)
 	if same {
 		st.Passthrough()
 	}
 	cw := newChunkWriter(w, s.o.WriteTimeout)
 	cw.flushBeforeWait(st)
-	enc := oaChunkEncoder{id: "chatcmpl-" + meta.RequestID, created: time.Now().Unix(), model: meta.Candidate.Model,
-		ids: callIDs{prefix: meta.RequestID}, text: kind == textChunks}
-	if enc.text {
-		enc.id = "cmpl-" + meta.RequestID
+	e := &openaiEncoder{chunks: oaChunkEncoder{id: "chatcmpl-" + meta.RequestID, created: time.Now().Unix(), model: meta.Candidate.Model,
+		ids: callIDs{prefix: meta.RequestID}, text: kind == textChunks}, includeUsage: includeUsage, same: same}
+	if e.chunks.text {
+		e.chunks.id = "cmpl-" + meta.RequestID
 	}
-	s.pump(r, st, cw, &openaiEncoder{chunks: enc, includeUsage: includeUsage, same: same}, same)
+	return cw, e
 }
 
 // openaiEncoder writes OpenAI's SSE events (encoder).
@@ -429,7 +451,7 @@ func (e *openaiEncoder) fail(dst []byte, msg string) []byte {
 // sameDialect reports whether the upstream that serves req speaks the
 // caller's dialect p, so its events may go out as they came. Switchyard's
 // own UI always reads Switchyard's events.
-func sameDialect(req *fleet.Request, meta router.Meta, p fleet.Provider) bool {
+func sameDialect(req *fleet.Request, meta *router.Meta, p fleet.Provider) bool {
 	return req.RawFor(p) != nil && meta.Candidate.Provider == p && req.Protocol != fleet.ProtocolUI
 }
 
@@ -642,6 +664,7 @@ func (e *oaChunkEncoder) appendUsage(dst []byte, u *fleet.Usage) []byte {
 	return append(dst, "}}\n\n"...)
 }
 
+//go:noinline
 func (s *Server) openaiComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request) {
 	ans := s.routeComplete(w, r, req, writeOpenAIRouteError)
 	if ans == nil {
@@ -687,7 +710,7 @@ func openaiAnswer(req *fleet.Request, ans *answer, object string) any {
 		out.Usage = wire.UsageWithTotal{Usage: wire.Usage{PromptTokens: ans.Usage.PromptTokens, CompletionTokens: ans.Usage.CompletionTokens},
 			TotalTokens: ans.Usage.PromptTokens + ans.Usage.CompletionTokens}
 	}
-	if !sameDialect(req, ans.Meta, fleet.ProviderOpenAI) || len(ans.Fields) == 0 {
+	if !sameDialect(req, &ans.Meta, fleet.ProviderOpenAI) || len(ans.Fields) == 0 {
 		return out
 	}
 	// The upstream's fields, with what the stream's events could not say

@@ -139,7 +139,7 @@ func (s *Server) passThrough(writeErr func(http.ResponseWriter, int, string)) ht
 		}
 		defer resp.Body.Close()
 		first, _ := s.o.Router.Resolve(model, false)
-		routeHeaders(w.Header(), router.Meta{RequestID: router.NewID(), Candidate: c, Fallback: c.ID != first.ID})
+		routeHeaders(w.Header(), &router.Meta{RequestID: router.NewID(), Candidate: c, Fallback: c.ID != first.ID})
 		s.copyAnswer(w, resp)
 	}
 }

@@ -36,8 +36,7 @@ func (s *Server) pump(r *http.Request, st *router.Stream, cw *chunkWriter, enc e
 	// per loop would cost an allocation a chunk.
 	ch := &cw.ch
 	for {
-		var err error
-		*ch, err = st.Recv()
+		err := st.RecvInto(ch)
 		if err == io.EOF {
 			cw.buf = enc.end(cw.hold())
 			return cw.last()

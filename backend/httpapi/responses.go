@@ -438,7 +438,7 @@ func (s *Server) openaiResponses(w http.ResponseWriter, r *http.Request) {
 	meta := st.Meta()
 	startSSE(w)
 
-	rs := newResponseStream(meta, q)
+	rs := newResponseStream(*meta, q)
 	enc := &responsesEncoder{s: s, q: q, rs: rs}
 	cw := newChunkWriter(w, s.o.WriteTimeout)
 	cw.buf = enc.append(cw.hold(), rs.begin())

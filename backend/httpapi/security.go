@@ -98,64 +98,7 @@ func newGuard(listen string, sec Security) *guard {
 func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g := cur.Load()
-		h := w.Header()
-		// No other site may frame the UI (clickjacking), sniff a type, or
-		// learn where a link from it came from.
-		setHeaders(h,
-			"X-Frame-Options", "DENY",
-			"Content-Security-Policy", "frame-ancestors 'none'; base-uri 'self'; object-src 'none'",
-			"X-Content-Type-Options", "nosniff",
-			"Referrer-Policy", "no-referrer")
-		if g.hosts != nil && !g.hosts[r.Host] {
-			deny(w, r, http.StatusForbidden, "forbidden host "+quoteOrEmpty(r.Host)+": Switchyard answers only to its loopback address")
-			return
-		}
-		origin := r.Header.Get("Origin")
-		if origin != "" {
-			// Its own origin (the UI it served, under the Host that passed
-			// the allowlist above) is always allowed.
-			if !g.allowed(origin) && !g.self(origin, r.Host) {
-				deny(w, r, http.StatusForbidden, "origin "+origin+" is not allowed (add it to allowed_origins)")
-				return
-			}
-			if !g.self(origin, r.Host) {
-				h := w.Header()
-				h.Set("Access-Control-Allow-Origin", origin)
-				h.Add("Vary", "Origin")
-				h.Set("Access-Control-Expose-Headers", "X-Switchyard-Request-Id, X-Switchyard-Served-Model, X-Switchyard-Fallback, X-Switchyard-Fallback-Reason")
-			}
-			if r.Method == http.MethodOptions {
-				h := w.Header()
-				h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-				allow := "Authorization, Content-Type, X-Switchyard-Client"
-				if asked := r.Header.Get("Access-Control-Request-Headers"); asked != "" {
-					allow = asked // an allowed origin may send what its client library sends
-				}
-				h.Set("Access-Control-Allow-Headers", allow)
-				h.Set("Access-Control-Max-Age", "600")
-				w.WriteHeader(http.StatusNoContent)
-				return
-			}
-		}
-		if needsKey(r) && r.Header.Get("Sec-Fetch-Site") == "cross-site" && (origin == "" || !g.allowed(origin)) {
-			// A page of another site reaching the API with the browser's
-			// own request (an <img>, a form, a script tag): never.
-			deny(w, r, http.StatusForbidden, "cross-site request refused: only the UI and allowed origins may call the API from a browser")
-			return
-		}
-		if g.hasKey && needsKey(r) && !g.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
-			deny(w, r, http.StatusUnauthorized, "missing or wrong API key: send Authorization: Bearer <api_key>")
-			return
-		}
-		if r.ContentLength > g.bodyLimit {
-			// Said before the body is sent: refuse at once, then let the
-			// caller finish sending what it is sending.
-			w.Header().Set("Connection", "close")
-			deny(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", g.bodyLimit))
-			if r.Header.Get("Expect") != "100-continue" { // that caller waits for a 100 it won't get, sending nothing
-				discardBody(w, r.Body)
-			}
+		if !g.admit(w, r) {
 			return
 		}
 		if r.Body == nil || r.Body == http.NoBody {
@@ -170,6 +113,78 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 			discardBody(w, sent) // the handler answered 413; net/http said Connection: close
 		}
 	})
+}
+
+// admit sets the headers every answer carries and checks r against g:
+// its host, its origin (answering a preflight), a cross-site request, the
+// API key and the body's announced size. When it returns false it has
+// answered. Apart from wrap, whose frame is under every request's stack:
+// an open stream holds that stack, and what admit needs was a third of a
+// KiB of it.
+//
+//go:noinline
+func (g *guard) admit(w http.ResponseWriter, r *http.Request) bool {
+	h := w.Header()
+	// No other site may frame the UI (clickjacking), sniff a type, or
+	// learn where a link from it came from.
+	setHeaders(h,
+		"X-Frame-Options", "DENY",
+		"Content-Security-Policy", "frame-ancestors 'none'; base-uri 'self'; object-src 'none'",
+		"X-Content-Type-Options", "nosniff",
+		"Referrer-Policy", "no-referrer")
+	if g.hosts != nil && !g.hosts[r.Host] {
+		deny(w, r, http.StatusForbidden, "forbidden host "+quoteOrEmpty(r.Host)+": Switchyard answers only to its loopback address")
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	if origin != "" {
+		// Its own origin (the UI it served, under the Host that passed
+		// the allowlist above) is always allowed.
+		if !g.allowed(origin) && !g.self(origin, r.Host) {
+			deny(w, r, http.StatusForbidden, "origin "+origin+" is not allowed (add it to allowed_origins)")
+			return false
+		}
+		if !g.self(origin, r.Host) {
+			h := w.Header()
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Add("Vary", "Origin")
+			h.Set("Access-Control-Expose-Headers", "X-Switchyard-Request-Id, X-Switchyard-Served-Model, X-Switchyard-Fallback, X-Switchyard-Fallback-Reason")
+		}
+		if r.Method == http.MethodOptions {
+			h := w.Header()
+			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			allow := "Authorization, Content-Type, X-Switchyard-Client"
+			if asked := r.Header.Get("Access-Control-Request-Headers"); asked != "" {
+				allow = asked // an allowed origin may send what its client library sends
+			}
+			h.Set("Access-Control-Allow-Headers", allow)
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return false
+		}
+	}
+	if needsKey(r) && r.Header.Get("Sec-Fetch-Site") == "cross-site" && (origin == "" || !g.allowed(origin)) {
+		// A page of another site reaching the API with the browser's
+		// own request (an <img>, a form, a script tag): never.
+		deny(w, r, http.StatusForbidden, "cross-site request refused: only the UI and allowed origins may call the API from a browser")
+		return false
+	}
+	if g.hasKey && needsKey(r) && !g.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
+		deny(w, r, http.StatusUnauthorized, "missing or wrong API key: send Authorization: Bearer <api_key>")
+		return false
+	}
+	if r.ContentLength > g.bodyLimit {
+		// Said before the body is sent: refuse at once, then let the
+		// caller finish sending what it is sending.
+		w.Header().Set("Connection", "close")
+		deny(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", g.bodyLimit))
+		if r.Header.Get("Expect") != "100-continue" { // that caller waits for a 100 it won't get, sending nothing
+			discardBody(w, r.Body)
+		}
+		return false
+	}
+	return true
 }
 
 // The most of a body over the limit that is read, and for how long, after

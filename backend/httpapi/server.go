@@ -372,7 +372,7 @@ func writeJSONError(w http.ResponseWriter, status int, msg string) {
 }
 
 // routeHeaders sets the X-Switchyard-* headers of a routed answer.
-func routeHeaders(h http.Header, m router.Meta) {
+func routeHeaders(h http.Header, m *router.Meta) {
 	fallback := "false"
 	if m.Fallback {
 		fallback = "true"

@@ -178,7 +178,7 @@ func (s *Server) routeComplete(w http.ResponseWriter, r *http.Request, req *flee
 		s.failRoute(w, r, err, write)
 		return nil
 	}
-	routeHeaders(w.Header(), ans.Meta)
+	routeHeaders(w.Header(), &ans.Meta)
 	return assemble(ans)
 }
 

@@ -65,12 +65,12 @@ const (
 // within it is not alive.
 const LivenessBound = time.Second
 
-func (ru *run) startAttempt(e entry, t breaker.Ticket) *attempt {
+func (ru *run) startAttempt(e *entry, t breaker.Ticket) *attempt {
 	c := e.target.Candidate
 	ceiling := ru.st.fleet.Settings.FirstTokenTimeout
 	d, cold := ru.r.deps.Deadlines.FirstToken(c, ceiling)
 	m := ru.r.mark(c.ID)
-	a := &attempt{e: e, ticket: t, inflight: &m.inflight, ceiling: ceiling, liveness: ru.r.deps.Liveness, r: ru.r, last: !ru.moreToTry()}
+	a := &attempt{e: *e, ticket: t, inflight: &m.inflight, ceiling: ceiling, liveness: ru.r.deps.Liveness, r: ru.r, last: !ru.moreToTry()}
 	a.queued = ru.r.view(c, time.Now()).saturated
 	a.othersAtStart = int(a.inflight.Add(1)) - 1
 	a.startSeq = m.starts.Add(1)

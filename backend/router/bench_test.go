@@ -94,3 +94,59 @@ func TestStreamAllocations(t *testing.T) {
 		t.Errorf("a streamed request allocated %.0f times; want at most %d (did an event copy its attempt again?)", n, budget)
 	}
 }
+
+// intoStream is a memStream that reads into its reader's chunk
+// (fleet.IntoReceiver) and keeps the chunks it was given.
+type intoStream struct {
+	memStream
+	got []*fleet.Chunk
+}
+
+func (s *intoStream) RecvInto(c *fleet.Chunk) error {
+	s.got = append(s.got, c)
+	var err error
+	*c, err = s.Recv()
+	return err
+}
+
+type intoBackend struct{ s *intoStream }
+
+func (b intoBackend) Open(context.Context, fleet.Candidate, *fleet.Request) (fleet.Stream, error) {
+	return b.s, nil
+}
+
+// After the probe's chunks, Stream.RecvInto hands its reader's own chunk
+// to an upstream stream that can read into it: no chunk is copied
+// through the frames of the read, which are the stack an open stream
+// holds while it waits.
+func TestRecvIntoReadsIntoTheReadersChunk(t *testing.T) {
+	up := &intoStream{memStream: memStream{chunks: []fleet.Chunk{{Role: "assistant"}, {Content: "a"}, {Content: "b"}, {FinishReason: "stop"}}}}
+	r := New(Fleet{Targets: []Target{{Candidate: fleet.Candidate{ID: "a", Enabled: true}, Backend: intoBackend{up}}}, DefaultModel: "a"}, Deps{})
+	s, err := r.Stream(context.Background(), &fleet.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ch fleet.Chunk
+	var text string
+	for {
+		if err := s.RecvInto(&ch); err != nil {
+			if err != io.EOF {
+				t.Fatal(err)
+			}
+			break
+		}
+		text += ch.Content
+	}
+	if text != "ab" {
+		t.Errorf("read %q; want ab", text)
+	}
+	if len(up.got) == 0 {
+		t.Fatal("the upstream stream was never read into")
+	}
+	for i, c := range up.got { // the probe reads with Recv, into chunks of its own
+		if c != &ch {
+			t.Errorf("read %d went into %p, not the reader's chunk %p", i, c, &ch)
+		}
+	}
+}

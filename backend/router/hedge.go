@@ -56,7 +56,7 @@ func (ru *run) hedge(a *attempt) (*attempt, *halt) {
 			if ru.next >= len(ru.plan.entries) {
 				continue
 			}
-			e := ru.plan.entries[ru.next]
+			e := &ru.plan.entries[ru.next]
 			t, ok := e.br.Allow()
 			if !ok {
 				continue

@@ -115,13 +115,24 @@ func (r *Router) begin(ctx context.Context, req *fleet.Request, aggregate bool) 
 	return ru, nil
 }
 
+// skipReopened records e skipped: its breaker opened since the plan.
+// Apart from commitNext, whose frame is under every attempt's stack.
+//
+//go:noinline
+func (ru *run) skipReopened(e *entry) {
+	ru.addAttempt(fleet.Attempt{
+		Candidate: e.target.Candidate.ID, Outcome: fleet.OutcomeSkippedOpen, StartedAt: time.Now(),
+		Error: "breaker opened by another request", Demoted: e.demoted, Reading: e.reading,
+	})
+}
+
 // commitNext tries the remaining candidates in order until one commits.
 func (ru *run) commitNext() (*Stream, error) {
 	for ru.next < len(ru.plan.entries) {
 		if ru.ctx.Err() != nil {
 			return nil, ru.fail(ru.gone(), ru.ctx.Err())
 		}
-		e := ru.plan.entries[ru.next]
+		e := &ru.plan.entries[ru.next]
 		ru.next++
 		if e.skip != nil {
 			ru.addAttempt(*e.skip)
@@ -129,10 +140,7 @@ func (ru *run) commitNext() (*Stream, error) {
 		}
 		t, ok := e.br.Allow() // the re-check right before the call
 		if !ok {
-			ru.addAttempt(fleet.Attempt{
-				Candidate: e.target.Candidate.ID, Outcome: fleet.OutcomeSkippedOpen, StartedAt: time.Now(),
-				Error: "breaker opened by another request", Demoted: e.demoted, Reading: e.reading,
-			})
+			ru.skipReopened(e)
 			continue
 		}
 		a := ru.startAttempt(e, t)

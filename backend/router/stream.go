@@ -73,13 +73,16 @@ type Stream struct {
 	err   error // the terminal error Recv returns once the stream ended
 	ended atomic.Bool
 	usage atomic.Pointer[fleet.Usage] // the last usage seen; read by a concurrent Close
+	recvd fleet.Chunk                 // what Recv reads into
 	// beforeEnd is the reader's BeforeWait function, which Recv also calls
 	// before it records the end of the answer.
 	beforeEnd func()
 }
 
-// Meta returns what is known at commit time.
-func (s *Stream) Meta() Meta { return s.meta }
+// Meta returns what is known at commit time, for the caller to read, not
+// change. A pointer: a copy of it in a handler's frame was part of the
+// stack an open stream holds.
+func (s *Stream) Meta() *Meta { return &s.meta }
 
 // Passthrough tells the upstream stream that its reader forwards Raw and
 // needs no text from now on (fleet.Passthrougher): the chunks after the
@@ -123,31 +126,61 @@ func (s *Stream) BeforeWait(f func()) bool {
 // another error when the caller closed the stream or went away. Before it
 // returns io.EOF the request's record is durable.
 func (s *Stream) Recv() (fleet.Chunk, error) {
+	// Into the stream's own chunk: one of Recv's would escape (RecvInto
+	// hands it to the upstream's stream), an allocation a chunk.
+	err := s.RecvInto(&s.recvd)
+	c := s.recvd
+	s.recvd = fleet.Chunk{}
+	return c, err
+}
+
+// RecvInto is Recv with the chunk written to *c (fleet.IntoReceiver): the
+// reader that keeps one chunk for the whole answer (httpapi's pump) has
+// no chunk copied through the frames of the read.
+func (s *Stream) RecvInto(c *fleet.Chunk) error {
 	if s.pos < len(s.a.buf) {
-		ch := s.a.buf[s.pos]
+		*c = s.a.buf[s.pos]
 		s.a.buf[s.pos] = fleet.Chunk{}
 		s.pos++
-		if ch.Usage != nil {
-			s.usage.Store(ch.Usage)
+	} else {
+		if s.ended.Load() {
+			*c = fleet.Chunk{}
+			return s.err
 		}
-		return ch, nil
+		if s.empty {
+			*c = fleet.Chunk{}
+			return s.endRead(io.EOF)
+		}
+		s.a.wait(s.ru.st.fleet.Settings.StallTimeout)
+		err := s.recvUpstream(c)
+		s.a.pause()
+		if err != nil {
+			*c = fleet.Chunk{}
+			return s.endRead(err)
+		}
 	}
-	if s.ended.Load() {
-		return fleet.Chunk{}, s.err
+	if c.Usage != nil {
+		s.usage.Store(c.Usage)
 	}
-	if s.empty {
-		return fleet.Chunk{}, s.endRead(io.EOF)
+	return nil
+}
+
+// recvUpstream reads the upstream's next chunk into *c, without a copy
+// where its stream can (fleet.IntoReceiver).
+func (s *Stream) recvUpstream(c *fleet.Chunk) error {
+	if into, ok := s.a.stream.(fleet.IntoReceiver); ok {
+		return into.RecvInto(c)
 	}
-	s.a.wait(s.ru.st.fleet.Settings.StallTimeout)
-	ch, err := s.a.stream.Recv()
-	s.a.pause()
-	if err != nil {
-		return fleet.Chunk{}, s.endRead(err)
-	}
-	if ch.Usage != nil {
-		s.usage.Store(ch.Usage)
-	}
-	return ch, nil
+	return s.recvCopy(c)
+}
+
+// recvCopy is recvUpstream for a stream that returns its chunk: apart,
+// so that the copy is in no frame of the other's read.
+//
+//go:noinline
+func (s *Stream) recvCopy(c *fleet.Chunk) (err error) {
+	*c, err = s.a.stream.Recv()
+	return err
 }
 
 // Close ends the stream. Closing before Recv returned io.EOF is a client

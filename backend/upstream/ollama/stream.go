@@ -129,13 +129,21 @@ func (s *stream) release() {
 // carries FinishReason and Usage; the call after it returns io.EOF. See
 // fleet.Stream for the errors.
 func (s *stream) Recv() (fleet.Chunk, error) {
+	var c fleet.Chunk
+	err := s.RecvInto(&c)
+	return c, err
+}
+
+// RecvInto implements fleet.IntoReceiver.
+func (s *stream) RecvInto(c *fleet.Chunk) error {
+	*c = fleet.Chunk{}
 	if s.err != nil {
 		s.release()
-		return fleet.Chunk{}, s.err
+		return s.err
 	}
 	if err := s.interrupted(); err != nil {
 		s.err = err
-		return fleet.Chunk{}, err
+		return err
 	}
 	for s.sc.Scan() {
 		b := bytes.TrimSpace(s.sc.Bytes())
@@ -144,22 +152,33 @@ func (s *stream) Recv() (fleet.Chunk, error) {
 		}
 		s.lines++
 		if s.passthrough && plainLine(b) {
-			return fleet.Chunk{Raw: b}, nil
+			c.Raw = b
+			return nil
 		}
-		c, err := s.decode(b)
-		if err != nil {
+		if err := s.decodeInto(c, b); err != nil {
+			*c = fleet.Chunk{}
 			s.err = err
-			return fleet.Chunk{}, err
+			return err
 		}
 		if s.line.Done {
 			s.err = io.EOF
 			upstream.FinishBody(s.body)
 		}
-		return c, nil
+		return nil
 	}
 	s.err = s.endErr()
 	s.release()
-	return fleet.Chunk{}, s.err
+	return s.err
+}
+
+// decodeInto is decode into *c. Apart from RecvInto, whose frame is under
+// the reads of the body (and the reader's writes before them): the chunk
+// decode returns would be held there.
+//
+//go:noinline
+func (s *stream) decodeInto(c *fleet.Chunk, b []byte) (err error) {
+	*c, err = s.decode(b)
+	return err
 }
 
 // Close closes the response body, and with it the connection unless the

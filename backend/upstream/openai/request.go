@@ -22,10 +22,20 @@ const (
 // completion as a stream with usage, or, when stream is false, as one
 // answer (the form a server takes where it refuses the streamed one).
 func requestBody(c fleet.Candidate, req *fleet.Request, stream bool) (string, []byte, error) {
-	kind := req.KindOf()
 	if raw := req.RawFor(fleet.ProviderOpenAI); raw != nil {
 		return rawBody(c, req, raw, stream)
 	}
+	return typedBody(c, req, stream)
+}
+
+// typedBody is the body of a request from another dialect, made from its
+// fields. Apart from requestBody: the request types it fills are large,
+// and the usual request, the caller's own bytes, went through their
+// frame, which made the handler's stack outgrow 8 KiB.
+//
+//go:noinline
+func typedBody(c fleet.Candidate, req *fleet.Request, stream bool) (string, []byte, error) {
+	kind := req.KindOf()
 	var (
 		path = pathChat
 		v    any

@@ -96,50 +96,70 @@ func newStream(ctx context.Context, cancel context.CancelFunc, body io.ReadClose
 // context's error once it is done, and an error matching net.ErrClosed after
 // Close. Once it returned an error it returns the same error again.
 func (s *stream) Recv() (fleet.Chunk, error) {
-	c, err := s.recv()
-	if err != nil && s.sse != nil {
-		// The end: nothing reads the body's buffer again.
-		s.sse.release()
-	}
+	var c fleet.Chunk
+	err := s.RecvInto(&c)
 	return c, err
 }
 
-func (s *stream) recv() (fleet.Chunk, error) {
+// RecvInto implements fleet.IntoReceiver.
+func (s *stream) RecvInto(c *fleet.Chunk) error {
+	err := s.recv(c)
+	if err != nil {
+		*c = fleet.Chunk{}
+		if s.sse != nil {
+			// The end: nothing reads the body's buffer again.
+			s.sse.release()
+		}
+	}
+	return err
+}
+
+func (s *stream) recv(c *fleet.Chunk) error {
 	if s.err != nil {
-		return fleet.Chunk{}, s.err
+		return s.err
 	}
 	if s.closed.Load() {
-		return fleet.Chunk{}, errClosed
+		return errClosed
 	}
 	if err := s.ctx.Err(); err != nil {
 		s.err = err
-		return fleet.Chunk{}, err
+		return err
 	}
 	ev, err := s.sse.next()
 	if err != nil {
 		s.err = s.endError(err)
-		return fleet.Chunk{}, s.err
+		return s.err
 	}
 	if ev.kind != kindData {
 		s.err = eventError(ev.data)
-		return fleet.Chunk{}, s.err
+		return s.err
 	}
 	if isDone(ev.data) {
 		s.err = io.EOF
 		if !s.sse.ended() {
 			upstream.FinishBody(s.body)
 		}
-		return fleet.Chunk{}, s.err
+		return s.err
 	}
 	if s.passthrough && plainEvent(ev.data) {
-		return fleet.Chunk{Raw: ev.data}, nil
+		*c = fleet.Chunk{Raw: ev.data}
+		return nil
 	}
-	c, err := s.decode(ev.data)
-	if err != nil {
+	if err := s.decodeInto(c, ev.data); err != nil {
 		s.err = err
-		return fleet.Chunk{}, err
+		return err
 	}
-	return c, nil
+	return nil
+}
+
+// decodeInto is decode into *c. Apart from recv, whose frame is under the
+// reads of the body (and the reader's writes before them): the chunk
+// decode returns would be held there.
+//
+//go:noinline
+func (s *stream) decodeInto(c *fleet.Chunk, data []byte) (err error) {
+	*c, err = s.decode(data)
+	return err
 }
 
 // The marks of an event that says more than text. A JSON string holds
