@@ -15,6 +15,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/router"
 	"github.com/switchyard/switchyard/backend/upstream"
 )
 
@@ -186,46 +187,67 @@ func ollamaRaw(req *fleet.Request, endpoint string, fields map[string]json.RawMe
 }
 
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
+	if req := s.readOllamaChat(w, r); req != nil {
+		s.ollamaAnswer(w, r, req, false)
+	}
+}
+
+// readOllamaChat reads a chat request; on nil it has answered (an error,
+// or a model loaded or unloaded). Apart from ollamaChat, for the reason
+// readChat is (an open stream holds the handler's stack).
+//
+//go:noinline
+func (s *Server) readOllamaChat(w http.ResponseWriter, r *http.Request) *fleet.Request {
 	oq, fields, ok := readRequest[ollamaChatRequest](s, w, r, writeOllamaError)
 	if !ok {
-		return
+		return nil
 	}
 	q := (*api.ChatRequest)(&oq)
 	if len(q.Messages) == 0 {
 		// Ollama's way to load a model, or with keep_alive 0 to unload it.
 		s.ollamaLoad(w, r, q.Model, fields, false)
-		return
+		return nil
 	}
 	req, err := ollamaRequest(q)
 	if err != nil {
 		writeOllamaError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil
 	}
 	req.Protocol = protocolOf(r, fleet.ProtocolOllama)
 	ollamaRaw(req, "/api/chat", fields, q.Options)
-	s.ollamaAnswer(w, r, req, false)
+	return req
 }
 
 // ollamaGenerate is POST /api/generate: a prompt's continuation (editor
 // completion with suffix, `ollama run`), routed like a chat.
 func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
+	if req := s.readOllamaGenerate(w, r); req != nil {
+		s.ollamaAnswer(w, r, req, true)
+	}
+}
+
+// readOllamaGenerate reads a generate request; on nil it has answered.
+// Apart from ollamaGenerate, for the reason readOllamaChat is.
+//
+//go:noinline
+func (s *Server) readOllamaGenerate(w http.ResponseWriter, r *http.Request) *fleet.Request {
 	q, fields, ok := readRequest[api.GenerateRequest](s, w, r, writeOllamaError)
 	if !ok {
-		return
+		return nil
 	}
 	if err := checkModel(q.Model); err != nil {
 		writeOllamaError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil
 	}
 	if q.Prompt == "" && q.Suffix == "" && len(q.Images) == 0 {
 		s.ollamaLoad(w, r, q.Model, fields, true)
-		return
+		return nil
 	}
 	req := &fleet.Request{Kind: fleet.KindGenerate, Model: q.Model, Prompt: q.Prompt, Suffix: q.Suffix, System: q.System,
 		RawPrompt: q.Raw, Stream: q.Stream == nil || *q.Stream, Format: q.Format, Protocol: protocolOf(r, fleet.ProtocolOllama)}
 	if err := ollamaThink(q.Think, req); err != nil {
 		writeOllamaError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil
 	}
 	for _, img := range q.Images {
 		req.Images = append(req.Images, base64.StdEncoding.EncodeToString(img))
@@ -233,7 +255,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 	opts, err := ollamaOptions(q.Options)
 	if err != nil {
 		writeOllamaError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil
 	}
 	opts.Logprobs = q.Logprobs
 	if q.TopLogprobs > 0 {
@@ -241,7 +263,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Options = opts
 	ollamaRaw(req, "/api/generate", fields, q.Options)
-	s.ollamaAnswer(w, r, req, true)
+	return req
 }
 
 // ollamaAnswer routes req and writes the answer as Ollama does: NDJSON
@@ -249,14 +271,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet.Request, gen bool) {
 	start := time.Now()
 	if !req.Stream {
-		ans := s.routeComplete(w, r, req, writeOllamaError)
-		if ans == nil {
-			return
-		}
-		b, _ := json.Marshal(ollamaWhole(req, ans, gen, time.Since(start)))
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.Write((&ollamaCallIDs{prefix: ans.RequestID}).typed(b))
+		s.ollamaWholeAnswer(w, r, req, gen, start)
 		return
 	}
 	st := s.routeStream(w, r, req, writeOllamaError)
@@ -264,10 +279,34 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet
 		return
 	}
 	defer st.Close()
+	cw, enc := s.startOllamaStream(w, req, st, gen, start)
+	s.pump(r, st, cw, enc, enc.same)
+}
+
+// ollamaWholeAnswer routes req for one answer and writes it as one object.
+// Apart from ollamaAnswer, whose frame an open stream holds.
+//
+//go:noinline
+func (s *Server) ollamaWholeAnswer(w http.ResponseWriter, r *http.Request, req *fleet.Request, gen bool, start time.Time) {
+	ans := s.routeComplete(w, r, req, writeOllamaError)
+	if ans == nil {
+		return
+	}
+	b, _ := json.Marshal(ollamaWhole(req, ans, gen, time.Since(start)))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write((&ollamaCallIDs{prefix: ans.RequestID}).typed(b))
+}
+
+// startOllamaStream starts the NDJSON answer of st and makes its writer
+// and encoder. Apart from ollamaAnswer, for the reason startOpenAIStream
+// is.
+//
+//go:noinline
+func (s *Server) startOllamaStream(w http.ResponseWriter, req *fleet.Request, st *router.Stream, gen bool, start time.Time) (*chunkWriter, *ollamaEncoder) {
 	meta := st.Meta()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-
 	cw := newChunkWriter(w, s.o.WriteTimeout)
 	cw.flushBeforeWait(st)
 	same := sameDialect(req, meta, fleet.ProviderOllama)
@@ -276,7 +315,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet
 	}
 	enc := &ollamaEncoder{lines: ollamaLines{model: meta.Candidate.Model, gen: gen}, ids: &ollamaCallIDs{prefix: meta.RequestID},
 		start: start, same: same}
-	s.pump(r, st, cw, enc, same)
+	return cw, enc
 }
 
 // ollamaEncoder writes Ollama's NDJSON lines (encoder).
