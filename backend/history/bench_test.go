@@ -107,7 +107,7 @@ func BenchmarkRecordCPU(b *testing.B) {
 // with a commit's worth waiting in the inbox.
 func BenchmarkQuery(b *testing.B) {
 	for _, waiting := range []int{0, 64} {
-		s := openAt(b, filepath.Join(b.TempDir(), "history.db"), Options{}, hooks{moveAt: -1, moveDelay: -1})
+		s := openAt(b, filepath.Join(b.TempDir(), "history.db"), Options{}, hooks{moveAt: -1, moveDelay: -1, viaInbox: true})
 		ctx := context.Background()
 		if err := s.Import(ctx, randomRecords(1000, 3)); err != nil {
 			b.Fatal(err)

@@ -16,8 +16,9 @@ package history
 // caught up with them: the WAL grew without end.)
 
 // checkpointAt: once this many rows have been written to the inbox or
-// moved out of it since the last checkpoint, the writer checkpoints after
-// its next move: about SQLite's own 1000 pages.
+// moved out of it since the last checkpoint (a record committed straight
+// into the tables counts as both), the writer checkpoints after its next
+// move or commit: about SQLite's own 1000 pages.
 const checkpointAt = 1000
 
 // checkpointer is the writer's side of checkpointing.

@@ -11,10 +11,11 @@
 // transaction holding its record has committed: an idle writer commits
 // it at once; records that arrive while a commit runs share the next one
 // (group commit). One goroutine owns the connection that writes
-// (writer.go). Records are
-// committed to a one-table inbox, and moved into the requests and attempts
-// tables off the request path; queries move what waits first, so they see
-// every acknowledged record (inbox.go).
+// (writer.go). It commits a journaled record straight into the requests
+// and attempts tables; one whose Record waits goes to a one-table inbox,
+// which commits faster, and is moved into the tables off the request path
+// (inbox.go). Queries read what waits beside the tables, so they see every
+// acknowledged record (view.go).
 //
 // History keeps millisecond resolution: times and durations are truncated to
 // the millisecond when written, and times come back in UTC.
@@ -114,6 +115,10 @@ type hooks struct {
 	// noJournal, when set, makes the Store work without a journal, as a
 	// second Store on a file does.
 	noJournal bool
+	// viaInbox, when set, sends journaled records through the inbox too,
+	// as records whose Record waits are: for tests of the inbox and the
+	// move.
+	viaInbox bool
 	// journalLimit, when set, replaces journalTruncateAt.
 	journalLimit int64
 	// sweepBatch, when set, is the rows every step of a sweep deletes
@@ -126,6 +131,11 @@ type hooks struct {
 	// checkpointing, on the checkpoint's goroutine before each checkpoint.
 	jobQueued     func()
 	checkpointing func()
+	// committing, when set, runs on the writer goroutine in each commit
+	// of records or breaker changes, just before COMMIT; viewing, in a
+	// query once it has read what waits in memory, before its snapshot.
+	committing func()
+	viewing    func()
 	// viewMax, when set, replaces the constant of the same name.
 	viewMax int
 }

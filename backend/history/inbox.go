@@ -11,14 +11,18 @@ import (
 	"github.com/switchyard/switchyard/backend/fleet"
 )
 
-// The inbox (docs/DESIGN.md, "Durability"). Record commits a request and
-// its attempts as one row of the inbox table, a single B-tree: a commit
-// writes one or two pages to the WAL, where the rows of requests and
-// attempts with their six indexes take eight or more, at two write
-// syscalls a page. The writer moves the inbox into requests and attempts
-// off the request path, in batches (move); Open moves what a crash left;
-// and a query first moves what waits (settle), so it sees every record
-// Record acknowledged, this Store's or another's on the same file.
+// The inbox (docs/DESIGN.md, "Durability"). A record whose Record waits
+// for its commit (no journal: a second Store on the file, or a journal
+// that can't be written) is committed as one row of the inbox table, a
+// single B-tree: a commit writes one or two pages to the WAL, where the
+// rows of requests and attempts with their six indexes take eight or
+// more, at two write syscalls a page. So does a batch of journaled records
+// that the tables refused one of (commit, in writer.go). The writer moves
+// the inbox into requests and attempts off the request path, in batches
+// (move); Open moves what a crash left, and what it replays from the
+// journal; a query reads what waits there beside the tables (view.go),
+// so it sees every record Record acknowledged, this Store's or another's
+// on the same file.
 
 const (
 	// insertInbox stores one record, unless its id is in requests
@@ -38,6 +42,15 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	http_status, started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading, fault)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	requestValues, attemptValues = 17, 14
+
+	// insertRequestNew is insertRequest for a record that skips the
+	// inbox (commitTables): it writes nothing when the inbox holds the id
+	// waiting, as the inbox's own key would refuse it there.
+	insertRequestNew = `INSERT INTO requests (id, started_at, protocol, stream, thinking,
+	requested_model, served_candidate, served_model, is_fallback, status, http_status,
+	error, ttft_ms, latency_ms, prompt_tokens, completion_tokens, failure)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17
+WHERE NOT EXISTS (SELECT 1 FROM inbox WHERE id = ?1)`
 )
 
 // A record in the inbox (its rec column) is a format byte, the number of
@@ -345,16 +358,25 @@ func moveOne(w *conn, blob []byte, r rollups) error {
 	if err != nil {
 		return err
 	}
-	r.addRows(rows)
-	if _, err := w.exec(insertRequest, rows[0]...); err != nil {
-		return err
+	_, err = insertRows(w, insertRequest, rows, r)
+	return err
+}
+
+// insertRows writes a record's rows, as decodeRecord returns them, into
+// requests (with insert, insertRequest or insertRequestNew) and attempts,
+// and counts them in r; it reports false, having written nothing, when
+// insert wrote no row.
+func insertRows(w *conn, insert string, rows [][]driver.Value, r rollups) (bool, error) {
+	if n, err := w.exec(insert, rows[0]...); err != nil || n == 0 {
+		return false, err
 	}
 	for _, a := range rows[1:] {
 		if _, err := w.exec(insertAttempt, a...); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	r.addRows(rows)
+	return true, nil
 }
 
 // moveAll empties the inbox a chunk at a time, and writes the records

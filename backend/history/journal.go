@@ -18,8 +18,8 @@ import (
 // a kill -9 of Switchyard cannot take it back, which is the guarantee the
 // history gives (synchronous=NORMAL: an OS crash or a power loss may roll
 // back the last commits, the journal's last writes alike). The writer
-// goroutine commits the records into the inbox off the answer's path,
-// many at a time (commitAt, commitDelay in writer.go); Open
+// goroutine commits the records into requests and attempts off the
+// answer's path, many at a time (commitAt, commitDelay in writer.go); Open
 // replays what a crash left in the journal. One Store at a time owns a
 // journal, by an advisory lock on it; a second Store on the same file
 // works without one, committing each record before Record returns.

@@ -43,7 +43,8 @@ func TestJournalAcknowledgesBeforeTheCommit(t *testing.T) {
 }
 
 // The writer commits what the journal holds in batches: commitDelay
-// after the first record that waits, or at once when commitAt wait.
+// after the first record that waits, or at once when commitAt wait;
+// straight into requests and attempts, with nothing left in the inbox.
 func TestJournalCommitsInBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := openTemp(t, Options{Now: time.Now}, hooks{moveAt: -1, moveDelay: -1})
@@ -55,18 +56,21 @@ func TestJournalCommitsInBatches(t *testing.T) {
 		if d := time.Since(start); d != 0 {
 			t.Errorf("three Records took %v of the bubble's clock; want none", d)
 		}
-		if n := rows(t, s.db, "inbox"); n != 0 || !s.journal.unsettled() {
-			t.Errorf("inbox %d at once; want 0, the records in the journal", n)
+		if n := rows(t, s.db, "requests"); n != 0 || !s.journal.unsettled() {
+			t.Errorf("requests %d at once; want 0, the records in the journal", n)
 		}
 		time.Sleep(commitDelay - time.Millisecond)
 		synctest.Wait()
-		if n := rows(t, s.db, "inbox"); n != 0 {
-			t.Errorf("inbox %d just before commitDelay; want 0", n)
+		if n := rows(t, s.db, "requests"); n != 0 {
+			t.Errorf("requests %d just before commitDelay; want 0", n)
 		}
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
-		if n, c := rows(t, s.db, "inbox"), s.Commits(); n != 3 || c != 1 {
-			t.Errorf("commitDelay after the first record: inbox %d in %d commits; want 3 in 1", n, c)
+		if n, a, c := rows(t, s.db, "requests"), rows(t, s.db, "attempts"), s.Commits(); n != 3 || a != 3 || c != 1 {
+			t.Errorf("commitDelay after the first record: requests %d, attempts %d in %d commits; want 3, 3 in 1", n, a, c)
+		}
+		if n := rows(t, s.db, "inbox"); n != 0 {
+			t.Errorf("inbox %d; want 0: journaled records skip it", n)
 		}
 		if s.journal.unsettled() {
 			t.Error("the journal still has records to commit")
@@ -76,8 +80,8 @@ func TestJournalCommitsInBatches(t *testing.T) {
 			mustRecord(t, s, rec(fmt.Sprint("b", i), t0))
 		}
 		synctest.Wait()
-		if n := rows(t, s.db, "inbox"); n != 3+commitAt {
-			t.Errorf("inbox %d once %d records wait, with no time passed; want %d", n, commitAt, 3+commitAt)
+		if n, in := rows(t, s.db, "requests"), rows(t, s.db, "inbox"); n != 3+commitAt || in != 0 {
+			t.Errorf("requests %d, inbox %d once %d records wait, with no time passed; want %d, 0", n, in, commitAt, 3+commitAt)
 		}
 	})
 }
@@ -193,7 +197,7 @@ func TestJournalRepeatedID(t *testing.T) {
 	mustRecord(t, s, rec("x", t0))
 	second := rec("x", t0)
 	second.ServedModel = "other"
-	mustRecord(t, s, second)
+	mustRecord(t, s, second, rec("y", t0))
 	got, err := s.Request(context.Background(), "x")
 	if err != nil || got.ServedModel != "llama3" {
 		t.Errorf("Request(x) = %s, %v; want the first record", got.ServedModel, err)
@@ -203,6 +207,17 @@ func TestJournalRepeatedID(t *testing.T) {
 	}
 	if !strings.Contains(l.text(), "refused request x") {
 		t.Errorf("log = %q; want the repeated id said", l.text())
+	}
+	// The batch the tables refused went through the inbox: the others
+	// in it are kept.
+	if _, err := s.Request(context.Background(), "y"); err != nil {
+		t.Errorf("Request(y), committed with the repeated id = %v", err)
+	}
+	if err := s.do(context.Background(), func() error { s.move(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n := rows(t, s.db, "requests"); n != 2 {
+		t.Errorf("requests %d; want 2, x once and y", n)
 	}
 }
 

@@ -82,15 +82,21 @@ var errViewFull = errors.New("more records wait in the inbox than a query reads"
 // record is looked for in requests the first time (a repeated id, which
 // the commit refuses, is left out), and again when a move began while the
 // view was opened: in between, a record may have been committed and moved
-// both, and be in the snapshot's requests.
+// both, and be in the snapshot's requests. One the writer is committing
+// is looked for every time: a journaled record goes straight into
+// requests (commit), and the commit may end between the two readings.
 func (s *Store) openView(ctx context.Context, limit int) (_ *view, err error) {
 	moves := s.views.moves.Load()
 	s.q.mu.Lock()
 	mine := make([]*pending, 0, len(s.q.taken)+len(s.q.records))
 	mine = append(append(mine, s.q.taken...), s.q.records...)
+	committing := len(s.q.taken)
 	events := make([]fleet.BreakerChange, 0, len(s.q.takenEvents)+len(s.q.events))
 	events = append(append(events, s.q.takenEvents...), s.q.events...)
 	s.q.mu.Unlock()
+	if s.cfg.viewing != nil {
+		s.cfg.viewing()
+	}
 
 	c, err := s.db.Conn(ctx)
 	if err != nil {
@@ -170,12 +176,12 @@ func (s *Store) openView(ctx context.Context, limit int) (_ *view, err error) {
 	if len(mine) > 0 {
 		seen = make(map[string]bool, len(mine))
 	}
-	for _, p := range mine {
+	for i, p := range mine {
 		if _, ok := inbox[p.id]; ok || seen[p.id] {
 			continue
 		}
 		seen[p.id] = true
-		if u := p.view.Load(); u != nil && !moved {
+		if u := p.view.Load(); u != nil && !moved && i >= committing {
 			if !u.refused {
 				v.recs = append(v.recs, u)
 			}

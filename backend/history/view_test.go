@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -18,7 +19,7 @@ import (
 // filter and page, a request, the charts and the breakers' last states.
 func TestQueriesReadWhatWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, _ := openTemp(t, Options{Now: time.Now}, hooks{moveAt: -1, moveDelay: -1})
+		s, _ := openTemp(t, Options{Now: time.Now}, hooks{moveAt: -1, moveDelay: -1, viaInbox: true})
 		ctx := context.Background()
 		recs := variedRecords(540)
 		moved, inbox, queued := recs[:300], recs[300:500], recs[500:]
@@ -219,6 +220,60 @@ func TestQueriesSeeWhatIsBeingCommitted(t *testing.T) {
 	}
 	if !checked {
 		t.Fatal("no commit of both a record and a breaker change")
+	}
+}
+
+// A journaled record goes straight into requests: a query that read it
+// in memory while the writer committed it, and whose snapshot holds the
+// commit, shows it once.
+func TestQueriesCountACommitThatEndsMeanwhileOnce(t *testing.T) {
+	ctx := context.Background()
+	var s *Store
+	inCommit, release := make(chan struct{}), make(chan struct{})
+	var hold, read sync.Once
+	s, _ = openTemp(t, Options{}, hooks{
+		committing: func() { // on the writer goroutine, the rows written
+			hold.Do(func() { close(inCommit); <-release })
+		},
+		viewing: func() { // in the query, what waits read from memory
+			select {
+			case <-inCommit:
+			default:
+				return
+			}
+			read.Do(func() {
+				close(release)
+				// A job runs once the commit has ended.
+				if err := s.do(ctx, func() error { return nil }); err != nil {
+					t.Error(err)
+				}
+			})
+		},
+	})
+	mustRecord(t, s, rec("r", t0), rec("q", t0))
+	// Read once while they wait: decoded, and known not to be stored.
+	if got, err := s.Requests(ctx, Filter{}); err != nil || len(got) != 2 {
+		t.Fatalf("Requests() while they wait = %d records, %v; want 2", len(got), err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.do(ctx, func() error { return nil }) }()
+	<-inCommit
+	got, err := s.Requests(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range got {
+		ids = append(ids, r.ID)
+	}
+	if slices.Sort(ids); !slices.Equal(ids, []string{"q", "r"}) {
+		t.Errorf("Requests() = %v; want [q r], each once", ids)
+	}
+	if n := rows(t, s.db, "requests"); n != 2 {
+		t.Errorf("requests %d; want 2, committed straight into it", n)
 	}
 }
 

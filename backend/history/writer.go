@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -18,9 +19,10 @@ import (
 // (Store.q) and wake it (Store.sig.commit); a query that must see what
 // waits, and Import, hand it a job (Store.do); Prune asks it for a sweep
 // (sweep.go), which it runs a small step at a time between the rest.
-// Records go to the inbox (inbox.go); the writer moves them on, prunes,
-// checkpoints beside itself (checkpoint.go) and tries again while the file
-// can't be written (backlog.go).
+// Journaled records go straight into the tables, the others to the inbox
+// (inbox.go), which the writer moves on; it prunes, checkpoints beside
+// itself (checkpoint.go) and tries again while the file can't be written
+// (backlog.go).
 
 // pending is one queued request record, encoded as the inbox keeps it,
 // and the channel its commit is reported on.
@@ -42,10 +44,13 @@ var errRepeated = errors.New("request id already recorded")
 // commitDelay after the first of them; and on every query (settle). The
 // journal has made them durable already, so the writer takes its time to
 // commit many in one transaction: a commit per record cost the client
-// and the upstreams, on the same cores, more than the record itself.
+// and the upstreams, on the same cores, more than the record itself, and
+// a record in a commit of 64 costs about half the CPU of one in a commit
+// of 16 (the index pages every commit writes). At 128 requests a second
+// or more, commitDelay lets commitAt fill.
 const (
 	commitAt    = 64
-	commitDelay = 50 * time.Millisecond
+	commitDelay = 500 * time.Millisecond
 )
 
 // Moving the inbox: when it holds moveAt records, or moveDelay after the
@@ -371,34 +376,61 @@ func (s *Store) write(recs []*pending, evs []fleet.BreakerChange) {
 const insertBreaker = `INSERT INTO breaker_events (candidate, from_state, to_state, at, cause)
 VALUES (?, ?, ?, ?, ?)`
 
-// commit writes recs to the inbox and evs to breaker_events in one
-// transaction. A record the inbox refuses (a repeated id) gets its own
-// error in err, and the others are written; a breaker change the table
-// refuses is lost and counted. An error returned is the file's, and then
-// nothing was written. Writer goroutine only.
+// commit writes recs and evs (to breaker_events) in one transaction. A
+// record refused (a repeated id) gets its own error in p.err, and the
+// others are written; a breaker change the table refuses is lost and
+// counted. An error returned is the file's, and then nothing was written.
+//
+// Journaled records go straight into requests and attempts
+// (commitTables): the journal has made them durable, so nothing waits
+// for this commit, and a trip through the inbox would write every record
+// twice more (into the inbox, then out of it). Records whose Record waits
+// for the commit (no journal) go to the inbox, whose one B-tree commits
+// faster, and so does a batch that the tables refuse a record of (a
+// repeated id, one that can't be read): the inbox tells which record it
+// was, as it always has. Writer goroutine only.
 func (s *Store) commit(recs []*pending, evs []fleet.BreakerChange) error {
 	if s.cfg.beforeCommit != nil {
 		s.cfg.beforeCommit(len(recs), len(evs))
 	}
+	if s.direct(recs) {
+		switch err := s.commitWith(recs, evs, s.toTables); {
+		case err == nil:
+			return nil
+		case !errors.Is(err, errNotDirect):
+			return err
+		}
+	}
+	return s.commitWith(recs, evs, s.toInbox)
+}
+
+// direct reports whether recs can skip the inbox: they are all in the
+// journal. Writer goroutine only.
+func (s *Store) direct(recs []*pending) bool {
+	if len(recs) == 0 || s.journal == nil || s.cfg.viaInbox {
+		return false
+	}
+	for _, p := range recs {
+		if !p.journaled {
+			return false
+		}
+	}
+	return true
+}
+
+// errNotDirect: the tables refused a record that was to skip the inbox.
+var errNotDirect = errors.New("record refused by the tables")
+
+// commitWith is commit with recs written by put, in the transaction it
+// begins. Writer goroutine only.
+func (s *Store) commitWith(recs []*pending, evs []fleet.BreakerChange, put func(*conn, []*pending) error) error {
 	w := s.w.c
 	if err := w.begin(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	written := 0
-	for _, p := range recs {
-		n, err := w.exec(insertInbox, p.id, p.rec)
-		switch {
-		case storageError(err):
-			w.rollback()
-			return fmt.Errorf("write request %s: %w", p.id, err)
-		case err != nil:
-			p.err = err
-		case n == 0:
-			p.err = errRepeated
-		default:
-			p.err = nil
-			written++
-		}
+	if err := put(w, recs); err != nil {
+		w.rollback()
+		return err
 	}
 	for _, ev := range evs {
 		_, err := w.exec(insertBreaker, ev.Candidate, string(ev.From), string(ev.To), ev.At.UnixMilli(), ev.Cause)
@@ -410,6 +442,9 @@ func (s *Store) commit(recs []*pending, evs []fleet.BreakerChange) error {
 			s.dropped.Add(1)
 			s.cfg.logf("history: lost breaker change %s %s->%s: %v", ev.Candidate, ev.From, ev.To, err)
 		}
+	}
+	if s.cfg.committing != nil {
+		s.cfg.committing()
 	}
 	if err := w.commit(); err != nil {
 		w.rollback()
@@ -428,8 +463,67 @@ func (s *Store) commit(recs []*pending, evs []fleet.BreakerChange) error {
 			s.cfg.logf("history: %v", err)
 		}
 	}
+	return nil
+}
+
+// toInbox writes recs to the inbox, in the transaction w is in; a record
+// the inbox refuses gets its error in p.err. Writer goroutine only.
+func (s *Store) toInbox(w *conn, recs []*pending) error {
+	written := 0
+	for _, p := range recs {
+		n, err := w.exec(insertInbox, p.id, p.rec)
+		switch {
+		case storageError(err):
+			return fmt.Errorf("write request %s: %w", p.id, err)
+		case err != nil:
+			p.err = err
+		case n == 0:
+			p.err = errRepeated
+		default:
+			p.err = nil
+			written++
+		}
+	}
+	// Counted before the commit: a rollback leaves the move one to find
+	// nothing, where a count too low would leave records waiting.
 	s.w.unmoved += written
 	s.w.ckpt.since += written
+	return nil
+}
+
+// toTables writes recs into requests and attempts and adds them to the
+// roll-ups, as the move would, in the transaction w is in; errNotDirect
+// when the tables refuse one, and then the caller rolls back. Queries
+// that open a view meanwhile look for recs in requests, as during a move
+// (view.go). Writer goroutine only.
+func (s *Store) toTables(w *conn, recs []*pending) error {
+	s.views.moves.Add(1)
+	r := rollups{}
+	for _, p := range recs {
+		var rows [][]driver.Value
+		if u := p.view.Load(); u != nil && u.rows != nil {
+			rows = u.rows
+		} else {
+			var err error
+			if rows, err = decodeRecord(p.rec); err != nil {
+				return errNotDirect
+			}
+		}
+		ok, err := insertRows(w, insertRequestNew, rows, r)
+		switch {
+		case storageError(err):
+			return fmt.Errorf("write request %s: %w", p.id, err)
+		case err != nil || !ok:
+			return errNotDirect
+		}
+		p.err = nil
+	}
+	if err := r.write(w); err != nil {
+		return fmt.Errorf("write roll-ups: %w", err)
+	}
+	// A record here is two rows written and moved through the inbox, as
+	// checkpointAt counts them.
+	s.w.ckpt.since += 2 * len(recs)
 	return nil
 }
 
@@ -555,10 +649,13 @@ func (s *Store) runJob(j job) {
 }
 
 // moveWhenDue moves the inbox when moveAt records wait there, or makes
-// sure it is moved within moveDelay. Writer goroutine only.
+// sure it is moved within moveDelay; with nothing to move, it checkpoints
+// when one is due, as after a move (records that skip the inbox are
+// written by the commit). Writer goroutine only.
 func (s *Store) moveWhenDue() {
 	switch {
 	case s.w.unmoved == 0:
+		s.checkpointWhenDue()
 	case s.cfg.moveAt > 0 && s.w.unmoved >= s.cfg.moveAt:
 		s.move()
 	case s.cfg.moveDelay > 0 && !s.w.moveArmed:

@@ -347,7 +347,7 @@ func TestWALStaysBounded(t *testing.T) {
 // moveDelay later, as after any commit.
 func TestJobsCommitIsMovedInTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, _ := openTemp(t, Options{Now: time.Now})
+		s, _ := openTemp(t, Options{Now: time.Now}, hooks{viaInbox: true})
 		synctest.Wait()
 		mustRecord(t, s, rec("waiting", t0)) // journaled: commitDelay to go
 		if err := s.Import(context.Background(), []fleet.RequestRecord{rec("imported", t0)}); err != nil {
