@@ -221,6 +221,39 @@ func TestJournalRepeatedID(t *testing.T) {
 	}
 }
 
+// A journaled record whose id waits in the inbox, another Store's on the
+// file, is refused as a repeated id: while the inbox holds records, the
+// writer commits through it, where the ids waiting are known.
+func TestJournalRepeatedIDWaitingInTheInbox(t *testing.T) {
+	l := &logs{}
+	s, path := openTemp(t, Options{Logf: l.logf}, hooks{moveAt: -1, moveDelay: -1})
+	other := openAt(t, path, Options{}, hooks{moveAt: -1, moveDelay: -1, noJournal: true})
+	ctx := context.Background()
+	mustRecord(t, other, rec("x", t0))
+	mine := rec("x", t0)
+	mine.ServedModel = "mine"
+	mustRecord(t, s, mine, rec("y", t0))
+	if err := s.do(ctx, func() error { return nil }); err != nil { // commits what waits
+		t.Fatal(err)
+	}
+	if !strings.Contains(l.text(), "refused request x") {
+		t.Errorf("log = %q; want the repeated id said", l.text())
+	}
+	if err := s.do(ctx, func() error { s.move(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Request(ctx, "x")
+	if err != nil || got.ServedModel != "llama3" {
+		t.Errorf("Request(x) = %s, %v; want the other Store's, the first", got.ServedModel, err)
+	}
+	if n, in := rows(t, s.db, "requests"), rows(t, s.db, "inbox"); n != 2 || in != 0 {
+		t.Errorf("requests %d, inbox %d; want 2 (x once, y), 0", n, in)
+	}
+	if h := s.Health(); h.Lost != 0 {
+		t.Errorf("Health().Lost = %d; want 0", h.Lost)
+	}
+}
+
 // When the journal can't be written, Record commits before it returns,
 // and says why once in the log.
 func TestJournalWriteFailsOverToCommit(t *testing.T) {

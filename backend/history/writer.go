@@ -418,6 +418,9 @@ func (s *Store) direct(recs []*pending) bool {
 	return true
 }
 
+// anyInbox has a row when the inbox holds a record.
+const anyInbox = `SELECT 1 FROM inbox LIMIT 1`
+
 // errNotDirect: the tables refused a record that was to skip the inbox.
 var errNotDirect = errors.New("record refused by the tables")
 
@@ -493,10 +496,17 @@ func (s *Store) toInbox(w *conn, recs []*pending) error {
 
 // toTables writes recs into requests and attempts and adds them to the
 // roll-ups, as the move would, in the transaction w is in; errNotDirect
-// when the tables refuse one, and then the caller rolls back. Queries
-// that open a view meanwhile look for recs in requests, as during a move
-// (view.go). Writer goroutine only.
+// when the tables refuse one, or when the inbox holds records (this
+// Store's or another's), whose ids the tables don't know yet, and then
+// the caller rolls back. Queries that open a view meanwhile look for recs
+// in requests, as during a move (view.go). Writer goroutine only.
 func (s *Store) toTables(w *conn, recs []*pending) error {
+	switch waiting, err := w.query(anyInbox); {
+	case err != nil:
+		return fmt.Errorf("read the inbox: %w", err)
+	case len(waiting) > 0:
+		return errNotDirect
+	}
 	s.views.moves.Add(1)
 	r := rollups{}
 	for _, p := range recs {
@@ -509,11 +519,10 @@ func (s *Store) toTables(w *conn, recs []*pending) error {
 				return errNotDirect
 			}
 		}
-		ok, err := insertRows(w, insertRequestNew, rows, r)
-		switch {
+		switch err := insertRows(w, rows, r); {
 		case storageError(err):
 			return fmt.Errorf("write request %s: %w", p.id, err)
-		case err != nil || !ok:
+		case err != nil:
 			return errNotDirect
 		}
 		p.err = nil
