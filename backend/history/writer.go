@@ -382,7 +382,7 @@ VALUES (?, ?, ?, ?, ?)`
 // counted. An error returned is the file's, and then nothing was written.
 //
 // Journaled records go straight into requests and attempts
-// (commitTables): the journal has made them durable, so nothing waits
+// (toTables): the journal has made them durable, so nothing waits
 // for this commit, and a trip through the inbox would write every record
 // twice more (into the inbox, then out of it). Records whose Record waits
 // for the commit (no journal) go to the inbox, whose one B-tree commits
@@ -487,8 +487,9 @@ func (s *Store) toInbox(w *conn, recs []*pending) error {
 			written++
 		}
 	}
-	// Counted before the commit: a rollback leaves the move one to find
-	// nothing, where a count too low would leave records waiting.
+	// Counted before the commit: after a rollback the next move finds
+	// fewer than counted, which is harmless; a count too low would leave
+	// records waiting.
 	s.w.unmoved += written
 	s.w.ckpt.since += written
 	return nil
