@@ -20,9 +20,11 @@ type Call struct {
 	Accept string // the media type the answer is asked in
 }
 
-// Send sends c through the pool's client for its host and returns the
-// answer once its headers arrived; the caller closes its body. A request
-// with a body is Replayable.
+// Send sends c to its server and returns the answer once its headers
+// arrived; the caller closes its body, and a body read to its end gives
+// its connection back for the next request. A plain-HTTP server is spoken
+// to by the pool's own client of its host (h1), any other through
+// net/http's, where a request with a body is Replayable.
 //
 // Only a 2xx status is an answer: the servers Switchyard speaks to answer
 // 200 (a stream or one object) or an error status, and anything else is
@@ -31,9 +33,30 @@ type Call struct {
 // configured candidate means neither), so a 3xx, like a 4xx, a 5xx or a
 // final 1xx, is a *fleet.StatusError (StatusError, with Ollama's "server
 // busy" 503 marked Busy), its body read and closed. A transport failure
-// is the client's *url.Error, which names the method and the URL.
+// is a *url.Error, which names the method and the URL, as net/http's
+// client returns it.
 func (p *Pool) Send(ctx context.Context, c Call) (*http.Response, error) {
 	url := strings.TrimRight(c.URL, "/") + c.Path
+	var resp *http.Response
+	var err error
+	if h := p.h1(c.URL); h != nil {
+		resp, err = h.send(ctx, c, url)
+	} else {
+		resp, err = p.sendHTTP(ctx, c, url)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		se := StatusError(resp, OllamaBusy)
+		resp.Body.Close()
+		return nil, se
+	}
+	return resp, nil
+}
+
+// sendHTTP sends c through net/http's client of its host.
+func (p *Pool) sendHTTP(ctx context.Context, c Call, url string) (*http.Response, error) {
 	var body io.Reader
 	if c.Body != nil {
 		body = bytes.NewReader(c.Body)
@@ -55,14 +78,5 @@ func (p *Pool) Send(ctx context.Context, c Call) (*http.Response, error) {
 	// Copying the pool's client keeps its shared transport and connections.
 	hc := *p.Client(c.URL)
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		se := StatusError(resp, OllamaBusy)
-		resp.Body.Close()
-		return nil, se
-	}
-	return resp, nil
+	return hc.Do(req)
 }

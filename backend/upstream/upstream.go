@@ -54,15 +54,38 @@ func (s Settings) withDefaults() Settings {
 // Pool hands out one *http.Client per upstream host, so connections are kept
 // alive and reused across requests to the same server. Safe for concurrent
 // use; the zero value is not usable, call NewPool.
+//
+// Send goes to a plain-HTTP server through the pool's own HTTP/1.1 client
+// of that host (h1), which does a request's work on the caller's
+// goroutine; an https server, and every request made with Client, go
+// through net/http's.
 type Pool struct {
 	settings Settings
+	dialer   *net.Dialer
 	mu       sync.Mutex
 	clients  map[string]*http.Client // by scheme://host:port
+	h1s      map[string]*h1          // by scheme://host:port; nil where net/http sends
 }
 
 // NewPool returns an empty pool.
 func NewPool(s Settings) *Pool {
-	return &Pool{settings: s.withDefaults(), clients: make(map[string]*http.Client)}
+	s = s.withDefaults()
+	return &Pool{settings: s, clients: make(map[string]*http.Client), h1s: make(map[string]*h1),
+		dialer: &net.Dialer{Timeout: s.DialTimeout, KeepAlive: 30 * time.Second}} // Go leaves TCP_NODELAY on
+}
+
+// h1 returns the pool's own client for baseURL's host, nil when it is not
+// plain HTTP.
+func (p *Pool) h1(baseURL string) *h1 {
+	key := hostKey(baseURL)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h, ok := p.h1s[key]
+	if !ok {
+		h = newH1(key, p.settings, p.dialer.DialContext)
+		p.h1s[key] = h
+	}
+	return h
 }
 
 // Client returns the client for baseURL's host, creating it on first use.
@@ -85,17 +108,21 @@ func (p *Pool) CloseIdle() {
 	for _, c := range p.clients {
 		c.CloseIdleConnections()
 	}
+	for _, h := range p.h1s {
+		if h != nil {
+			h.closeIdle(false)
+		}
+	}
 }
 
 func (p *Pool) newTransport() *http.Transport {
 	s := p.settings
-	d := &net.Dialer{Timeout: s.DialTimeout, KeepAlive: 30 * time.Second} // Go leaves TCP_NODELAY on
 	return &http.Transport{
 		Proxy:                 nil, // local fleets: never send prompts through an environment proxy
-		DialContext:           d.DialContext,
+		DialContext:           p.dialer.DialContext,
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   s.MaxIdleConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       idleConnTimeout,
 		ResponseHeaderTimeout: s.ResponseHeaderTimeout,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true, // token streams are small; gzip would add latency and buffering
