@@ -35,7 +35,7 @@ type h1 struct {
 	maxIdle  int
 	idleFor  time.Duration // an idle connection older than this is closed
 	now      func() time.Time
-	stale    func(net.Conn) bool // whether an idle connection was closed by the server
+	stale    func(*h1Conn) bool // whether an idle connection was closed by the server
 	mu       sync.Mutex
 	idle     []*h1Conn // most recently used last
 	sweeping bool      // a sweep of idle connections is scheduled
@@ -47,6 +47,7 @@ type h1Conn struct {
 	nc        net.Conn
 	br        *bufio.Reader
 	idleSince time.Time
+	peer      peer // closedByPeer's
 }
 
 // h1ReadSize is each connection's read buffer. The head is read through it
@@ -90,16 +91,15 @@ var errH1Closed = errors.New("upstream client closed")
 // timeout: llama-server closes a connection idle for 5 s) is sent once
 // more on a new connection: the server never saw it.
 func (h *h1) send(ctx context.Context, c Call, target string) (*http.Response, error) {
-	uri := requestURI(c)
-	if uri == "" {
-		return nil, &url.Error{Op: urlOp(c.Method), URL: target, Err: fmt.Errorf("path %q is not a request target", c.URL+c.Path)}
+	if err := checkCall(c); err != nil {
+		return nil, &url.Error{Op: urlOp(c.Method), URL: target, Err: err}
 	}
 	for {
 		cn, reused, err := h.conn(ctx)
 		if err != nil {
 			return nil, h.urlError(ctx, c, target, err)
 		}
-		resp, err := h.roundTrip(ctx, cn, c, uri)
+		resp, err := h.roundTrip(ctx, cn, c)
 		if err == nil {
 			return resp, nil
 		}
@@ -132,32 +132,48 @@ func urlOp(method string) string {
 	return method[:1] + strings.ToLower(method[1:])
 }
 
-// requestURI is the request target of c: the path of its base URL and
-// c.Path, "" when it holds bytes that can't go on a request line.
-func requestURI(c Call) string {
+// basePath is the path of c's base URL, without its last slash: the
+// request target is it and c.Path.
+func basePath(c Call) string {
 	base := c.URL
 	if i := strings.Index(base, "://"); i >= 0 {
 		base = base[i+3:]
 	}
-	path := "/"
 	if i := strings.IndexByte(base, '/'); i >= 0 {
-		path = base[i:]
+		return strings.TrimRight(base[i:], "/")
 	}
-	uri := strings.TrimRight(path, "/") + c.Path
-	if uri == "" {
-		uri = "/"
+	return ""
+}
+
+// checkCall refuses a call whose method, path or header values can't go
+// on the wire as they are: a byte there that ends a line would start a
+// header or a request of its own.
+func checkCall(c Call) error {
+	switch {
+	case c.Method != "" && !token(c.Method):
+		return fmt.Errorf("method %q is not a token", c.Method)
+	case !requestTarget(basePath(c)) || !requestTarget(c.Path):
+		return fmt.Errorf("path %q is not a request target", c.URL+c.Path)
+	case !fieldValue(c.Accept) || !fieldValue(c.APIKey):
+		return errors.New("a header value holds a control character")
 	}
-	for i := 0; i < len(uri); i++ {
-		if b := uri[i]; b <= ' ' || b == 0x7f {
-			return ""
+	return nil
+}
+
+// requestTarget reports whether s may be part of a request line's target:
+// no spaces, no control characters.
+func requestTarget(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b <= ' ' || b == 0x7f {
+			return false
 		}
 	}
-	return uri
+	return true
 }
 
 // roundTrip writes c on cn and reads the answer's head. On success the
 // answer's body owns cn; on failure the caller closes cn.
-func (h *h1) roundTrip(ctx context.Context, cn *h1Conn, c Call, uri string) (*http.Response, error) {
+func (h *h1) roundTrip(ctx context.Context, cn *h1Conn, c Call) (*http.Response, error) {
 	// A cancelled request closes its connection, which ends a blocked
 	// write or read at once; the body's end stops this.
 	var cancelled atomic.Bool
@@ -165,7 +181,7 @@ func (h *h1) roundTrip(ctx context.Context, cn *h1Conn, c Call, uri string) (*ht
 		cancelled.Store(true)
 		cn.nc.Close()
 	})
-	if err := h.write(cn.nc, c, uri); err != nil {
+	if err := h.write(cn.nc, c); err != nil {
 		stop()
 		return nil, fmt.Errorf("%w: %w", errNothingAnswered, err)
 	}
@@ -221,17 +237,31 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
+// heads holds the buffers requests are written from, between writes.
+var heads = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }}
+
 // write writes c's request line, headers and body, in one write when the
 // body is small.
-func (h *h1) write(nc net.Conn, c Call, uri string) error {
+func (h *h1) write(nc net.Conn, c Call) error {
 	method := c.Method
 	if method == "" {
 		method = http.MethodGet
 	}
-	head := make([]byte, 0, 256+min(len(c.Body), h1OneWrite))
+	box := heads.Get().(*[]byte)
+	defer func() {
+		if cap(*box) <= 2*h1OneWrite {
+			heads.Put(box)
+		}
+	}()
+	head := (*box)[:0]
 	head = append(head, method...)
 	head = append(head, ' ')
-	head = append(head, uri...)
+	if base := basePath(c); base != "" || c.Path != "" {
+		head = append(head, base...)
+		head = append(head, c.Path...)
+	} else {
+		head = append(head, '/')
+	}
 	head = append(head, " HTTP/1.1\r\nHost: "...)
 	head = append(head, h.host...)
 	head = append(head, "\r\nUser-Agent: Go-http-client/1.1\r\n"...)
@@ -251,12 +281,15 @@ func (h *h1) write(nc net.Conn, c Call, uri string) error {
 		head = append(head, "\r\n"...)
 	}
 	head = append(head, "\r\n"...)
+	var err error
 	if len(c.Body) <= h1OneWrite {
-		_, err := nc.Write(append(head, c.Body...))
-		return err
+		head = append(head, c.Body...)
+		_, err = nc.Write(head)
+	} else {
+		bufs := net.Buffers{head, c.Body}
+		_, err = bufs.WriteTo(nc)
 	}
-	bufs := net.Buffers{head, c.Body}
-	_, err := bufs.WriteTo(nc)
+	*box = head
 	return err
 }
 
@@ -278,7 +311,7 @@ func (h *h1) conn(ctx context.Context) (cn *h1Conn, reused bool, err error) {
 		h.idle[n-1] = nil
 		h.idle = h.idle[:n-1]
 		h.mu.Unlock()
-		if cn.br.Buffered() == 0 && h.now().Sub(cn.idleSince) < h.idleFor && !h.stale(cn.nc) {
+		if cn.br.Buffered() == 0 && h.now().Sub(cn.idleSince) < h.idleFor && !h.stale(cn) {
 			return cn, true, nil
 		}
 		cn.nc.Close()

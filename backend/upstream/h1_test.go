@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -167,59 +166,6 @@ func rawServer(t *testing.T, answer string, closeAfter bool) (u string, conns fu
 }
 
 const okAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-
-// A server that closes a kept-alive connection while it is idle (as
-// llama-server does after 5 s) costs no request: the idle connection is
-// seen closed and dropped, and when that is not seen, the request that
-// found the connection dead before any answer is sent again on a new one.
-func TestH1ServerClosedIdleConnection(t *testing.T) {
-	for _, tt := range []struct {
-		name  string
-		stale func(net.Conn) bool
-	}{
-		{"seen closed", nil},
-		{"sent again", func(net.Conn) bool { return false }},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			u, conns := rawServer(t, okAnswer, true)
-			p := NewPool(Settings{})
-			h := p.h1(u)
-			if tt.stale != nil {
-				h.stale = tt.stale
-			}
-			for i := range 3 {
-				if b := sendBody(t, p, u, "/x"); b != "ok" {
-					t.Fatalf("request %d answered %q", i, b)
-				}
-				// The server has closed the connection; wait until its
-				// end is readable here, so the next request finds it so.
-				h.mu.Lock()
-				idle := append([]*h1Conn(nil), h.idle...)
-				h.mu.Unlock()
-				for _, cn := range idle {
-					waitReadable(t, cn.nc)
-				}
-			}
-			if n := conns(); n != 3 {
-				t.Errorf("%d connections; want 3", n)
-			}
-		})
-	}
-}
-
-// waitReadable blocks until nc has something to read (or its end).
-func waitReadable(t *testing.T, nc net.Conn) {
-	t.Helper()
-	rc, err := nc.(syscall.Conn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [1]byte
-	rc.Read(func(fd uintptr) bool {
-		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return !errors.Is(err, syscall.EAGAIN)
-	})
-}
 
 // A request on a new connection that the server closes unanswered is not
 // sent again: it is the answer, a transport error naming the URL.

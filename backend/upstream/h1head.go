@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +52,14 @@ func readHead(br *bufio.Reader) (*http.Response, error) {
 // headText reads the head up to the empty line that ends it and returns
 // it without that line.
 func headText(br *bufio.Reader) (string, error) {
+	// The usual head came in one read and is whole in br's buffer: it is
+	// taken from there, with no copy to gather it.
+	if buf, _ := br.Peek(br.Buffered()); len(buf) > 0 {
+		if text, n := bufferedHead(buf); n > 0 {
+			br.Discard(n)
+			return text, nil
+		}
+	}
 	var raw []byte
 	for {
 		line, err := br.ReadSlice('\n')
@@ -77,6 +86,26 @@ func headText(br *bufio.Reader) (string, error) {
 		}
 		raw = append(raw, line...)
 	}
+}
+
+// bufferedHead finds in buf a head that ends with an empty line and
+// returns it without that line, and the bytes it took with it; n is 0
+// when buf holds no whole head, or one headText must refuse.
+func bufferedHead(buf []byte) (text string, n int) {
+	for start := 0; start < len(buf); {
+		i := bytes.IndexByte(buf[start:], '\n')
+		if i < 0 {
+			return "", 0
+		}
+		if line := buf[start : start+i]; len(line) == 0 || len(line) == 1 && line[0] == '\r' {
+			if start == 0 {
+				return "", 0 // no status line: headText says so
+			}
+			return string(buf[:start]), start + i + 1
+		}
+		start += i + 1
+	}
+	return "", 0
 }
 
 // cutLine splits s after its first line, which it returns without its

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -11,10 +12,11 @@ import (
 	"testing"
 )
 
-// readAll reads one answer from raw: its status, headers, body, whether
-// the connection closes after it, and what is left of raw after it.
-func readAll(raw string) (resp *http.Response, body string, rest string, err error) {
-	br := bufio.NewReaderSize(strings.NewReader(raw), 16)
+// readAll reads one answer from raw through a read buffer of size bytes:
+// its status, headers, body, whether the connection closes after it, and
+// what is left of raw after it.
+func readAll(raw string, size int) (resp *http.Response, body string, rest string, err error) {
+	br := bufio.NewReaderSize(strings.NewReader(raw), size)
 	resp, err = readAnswer(br)
 	if err != nil {
 		return nil, "", "", err
@@ -76,22 +78,25 @@ func TestReadHead(t *testing.T) {
 		{name: "empty line first", raw: "\r\nHTTP/1.1 200 OK\r\n\r\n", err: errMalformedHead},
 		{name: "head too long", raw: "HTTP/1.1 200 OK\r\nX-Long: " + strings.Repeat("a", maxHead) + "\r\n\r\n", err: errMalformedHead},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			resp, body, rest, err := readAll(tt.raw)
-			if tt.err != nil {
-				if !errors.Is(err, tt.err) {
-					t.Fatalf("read = %v; want %v", err, tt.err)
+		// A head whole in the read buffer, and one read in pieces.
+		for _, size := range []int{16, 4096} {
+			t.Run(fmt.Sprintf("%s/%d", tt.name, size), func(t *testing.T) {
+				resp, body, rest, err := readAll(tt.raw, size)
+				if tt.err != nil {
+					if !errors.Is(err, tt.err) {
+						t.Fatalf("read = %v; want %v", err, tt.err)
+					}
+					return
 				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("read = %v", err)
-			}
-			if resp.StatusCode != tt.code || !reflect.DeepEqual(resp.Header, tt.header) || body != tt.body || resp.Close != tt.close || rest != tt.rest {
-				t.Errorf("got %d %v body %q close %v rest %q;\nwant %d %v body %q close %v rest %q",
-					resp.StatusCode, resp.Header, body, resp.Close, rest, tt.code, tt.header, tt.body, tt.close, tt.rest)
-			}
-		})
+				if err != nil {
+					t.Fatalf("read = %v", err)
+				}
+				if resp.StatusCode != tt.code || !reflect.DeepEqual(resp.Header, tt.header) || body != tt.body || resp.Close != tt.close || rest != tt.rest {
+					t.Errorf("got %d %v body %q close %v rest %q;\nwant %d %v body %q close %v rest %q",
+						resp.StatusCode, resp.Header, body, resp.Close, rest, tt.code, tt.header, tt.body, tt.close, tt.rest)
+				}
+			})
+		}
 	}
 }
 
@@ -105,11 +110,17 @@ func FuzzReadHead(f *testing.F) {
 		"HTTP/1.0 200 OK\r\n\r\nall of it",
 		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
 		"HTTP/1.1 200 OK\nX: a\nX: b\n\n",
+		"HTTP/1.0 200\n\":\n\n", // a name that is not a token: found by the fuzzer
 	} {
-		f.Add(s)
+		f.Add(s, false)
+		f.Add(s, true)
 	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		resp, body, _, err := readAll(raw)
+	f.Fuzz(func(t *testing.T, raw string, small bool) {
+		size := 4096
+		if small {
+			size = 16
+		}
+		resp, body, _, err := readAll(raw, size)
 		if err != nil {
 			return
 		}
