@@ -343,3 +343,24 @@ func TestH1Schemes(t *testing.T) {
 		t.Errorf("http://localhost: addr %q host %q; want localhost:80, localhost", h.addr, h.host)
 	}
 }
+
+// A call whose parts would break the request line or start a header of
+// their own is refused before anything is sent.
+func TestH1RefusesBrokenCalls(t *testing.T) {
+	ts := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	p := NewPool(Settings{})
+	for _, c := range []Call{
+		{Method: "PO ST", URL: ts.URL},
+		{Method: http.MethodGet, URL: ts.URL, Path: "/a b"},
+		{Method: http.MethodGet, URL: ts.URL, Path: "/a\r\nX-Evil: 1"},
+		{Method: http.MethodGet, URL: ts.URL, APIKey: "k\r\nX-Evil: 1"},
+		{Method: http.MethodGet, URL: ts.URL, Accept: "a\nb"},
+	} {
+		if _, err := p.Send(context.Background(), c); err == nil {
+			t.Errorf("Send(%+v) = nil; want an error", c)
+		}
+	}
+	if n := ts.accepted(); n != 0 {
+		t.Errorf("%d connections; want none", n)
+	}
+}
