@@ -656,6 +656,50 @@ func (r *Report) tailNoise() string {
 // the answer's path.
 const historyNextStep = "Record itself is one write(2) into the journal (docs/DESIGN.md, \"Durability\"); what the history adds beyond it is the writer goroutine's SQLite commit, off the answer's path but on the cores the client and the upstreams share: journaled records go straight into the tables, 64 to a commit once 128 requests a second arrive. What is left is the inserts themselves, six B-trees for a request and three for its attempts, about 25 µs of CPU a record (BenchmarkRecordCPU); each index serves a filter or a sweep that must stay fast at ten million requests (docs/DESIGN.md, \"Growth and bounds\"): none is spare."
 
+// streamedRead says what reading a non-stream request's answer from the
+// upstream as a stream cost in this run, when the non-stream latency goal
+// is missed: the direct path's streamed total against its whole one at
+// the goals' concurrency, and Switchyard's whole answers against the
+// bare proxy's streams.
+func (r *Report) streamedRead() string {
+	var stream, whole *OverheadRow
+	for i := range r.Overhead {
+		row := &r.Overhead[i]
+		if row.Concurrency != goalConcurrency {
+			continue
+		}
+		if row.Stream {
+			stream = row
+		} else {
+			whole = row
+		}
+	}
+	missed := slices.ContainsFunc(r.missed("overhead"), func(f Figure) bool { return strings.Contains(f.Name, "non-stream") && strings.Contains(f.Name, "p50") })
+	if stream == nil || whole == nil || !missed {
+		return ""
+	}
+	cost := stream.Direct.Total.P50 - whole.Direct.Total.P50
+	out := fmt.Sprintf("Latency of a non-stream request (%s the bare proxy's): Switchyard reads its answer from the upstream as a stream, so that the first-token deadline catches a server that never answers and a failure before the end falls back (docs/DESIGN.md, \"Non-streaming requests\"). The bare proxy asks for one body. In this run streaming alone cost the upstream %s at p50 (straight to it, %s for a stream's total against %s for one body), %s what the bare proxy added in all (%s); Switchyard's whole answers took %s at p50, %s the bare proxy's streamed total (%s).",
+		fmtRatio(ratio(whole.SwitchyardTotal.P50, whole.ProxyTotal.P50), ""), fmtAdded(cost), fmtUS(stream.Direct.Total.P50), fmtUS(whole.Direct.Total.P50),
+		fmtRatio(ratio(cost, whole.ProxyTotal.P50), ""), fmtAdded(whole.ProxyTotal.P50), fmtUS(whole.Switchyard.Total.P50),
+		fmtRatio(ratio(whole.Switchyard.Total.P50, stream.Proxy.Total.P50), ""), fmtUS(stream.Proxy.Total.P50))
+	if streams, bodies := r.directRate(true), r.directRate(false); streams > 0 && bodies > 0 {
+		out += fmt.Sprintf(" So with throughput: straight to the upstream, %.0f streams/s against %.0f bodies/s at concurrency %d, and Switchyard's rate of whole answers is bounded by the upstream's of streams.", streams, bodies, r.Throughput[0].Concurrency)
+	}
+	return out
+}
+
+// directRate is the direct path's throughput, streamed or not, 0 when
+// the run has none.
+func (r *Report) directRate(stream bool) float64 {
+	for _, t := range r.Throughput {
+		if t.Stream == stream {
+			return t.Direct
+		}
+	}
+	return 0
+}
+
 // whyMissed explains each missed goal as far as the run can, quoting it.
 func (r *Report) whyMissed() []string {
 	var out []string
@@ -667,7 +711,10 @@ func (r *Report) whyMissed() []string {
 		if h := r.historyRow(goalConcurrency, true); h != nil && slices.ContainsFunc(fs, func(f Figure) bool { return strings.HasPrefix(f.Name, "total") }) {
 			s += fmt.Sprintf(" Beyond the first token the total also pays the history, whose record is made durable before the caller receives the end of its answer (%s at p50 for a stream at concurrency %d, the History rows).", fmtAdded(h.Added.P50), h.Concurrency)
 		}
-		s += " The reads and writes on both connections (the system calls) are what any proxy on `net/http` pays, the bare one too; Switchyard, like the bare proxy, writes what the upstream sent together in one write. The rest is Switchyard's own work, which a proxy does not do: the caller's request decoded and checked (the usual chat request, and the fields kept for the upstream, with jsontext; anything unusual with encoding/json), the candidates ordered and the attempt started, the upstream's request built from the caller's bytes, its events read until the first real token (the common chunk with jsontext), and after the last one the record made durable in the journal. Next step: what is left is spread thin over many small costs, no one of them large; the largest allocators beside the history are net/http's own headers on both connections (the API edge allocates 36 objects a streamed request, the router 15 of them, its run, attempt, contexts and timers; a live event costs nothing while nobody listens: BenchmarkSameDialectStream, BenchmarkCommittedStream, TestObserveUnsubscribedIsFree)."
+		s += " The reads and writes on both connections (the system calls) are what any proxy pays, the bare one too; Switchyard, like the bare proxy, writes what the upstream sent together in one write, and its own HTTP/1.1 client reads the upstream on the handler's goroutine, without the two goroutines per connection and their hand-offs that the bare proxy's `net/http` transport pays (docs/DESIGN.md, \"Shared transport\"). The rest is Switchyard's own work, which a proxy does not do: the caller's request decoded and checked (the usual chat request, and the fields kept for the upstream, with jsontext; anything unusual with encoding/json), the candidates ordered and the attempt started, the upstream's request built from the caller's bytes, its events read until the first real token (the common chunk with jsontext), and after the last one the record made durable in the journal. Next step: what is left is spread thin over many small costs, no one of them large; the largest allocators beside the history are net/http's own headers on both connections (the API edge allocates 36 objects a streamed request, the router 15 of them, its run, attempt, contexts and timers; a live event costs nothing while nobody listens: BenchmarkSameDialectStream, BenchmarkCommittedStream, TestObserveUnsubscribedIsFree)."
+		out = append(out, s)
+	}
+	if s := r.streamedRead(); s != "" {
 		out = append(out, s)
 	}
 	for _, row := range r.Failover {
@@ -713,7 +760,7 @@ func (r *Report) whyMissed() []string {
 		perStream := func(s MemSample) float64 { return float64(s.OpenGoroutines-s.IdleGoroutines) / n }
 		stack := func(s MemSample) float64 { return (float64(s.OpenStack) - float64(s.IdleStack)) / n }
 		heap := func(s MemSample) float64 { return s.PerStream - stack(s) }
-		out = append(out, fmt.Sprintf("Memory per open stream (%s against the bare proxy's %s): a stream open through a proxy on `net/http` holds goroutines and buffers on both of its sides: the server's connection (its goroutine, a goroutine that watches for the caller's going, a 4 KiB reader and a 4 KiB writer) and the transport's (a read and a write goroutine, 4 KiB buffers each way). Switchyard held %.1f goroutines per stream more than the direct path, the bare proxy %.1f; their stacks were %s per stream (the bare proxy's %s: Switchyard's handler keeps an 8 KiB stack while the stream waits, docs/DESIGN.md, \"The stack an open stream holds\"), the heap %s (%s). The bare proxy's stacks and those four buffers alone come to %s of the goal's %s, which leaves the rest for all else an open stream holds: its request and response with their headers and contexts, the connections' own state, the router's attempt and the upstream's read buffer.",
+		out = append(out, fmt.Sprintf("Memory per open stream (%s against the bare proxy's %s): a stream open through a proxy on `net/http` holds goroutines and buffers on both of its sides: the server's connection (its goroutine, a goroutine that watches for the caller's going, a 4 KiB reader and a 4 KiB writer) and the transport's (a read and a write goroutine, 4 KiB buffers each way); Switchyard's upstream side holds no goroutine and a 1 KiB read buffer (its own HTTP/1.1 client, docs/DESIGN.md, \"Shared transport\"). Switchyard held %.1f goroutines per stream more than the direct path, the bare proxy %.1f; their stacks were %s per stream (the bare proxy's %s: Switchyard's handler keeps an 8 KiB stack while the stream waits, docs/DESIGN.md, \"The stack an open stream holds\"), the heap %s (%s). The bare proxy's stacks and those four buffers alone come to %s of the goal's %s, which leaves the rest for all else an open stream holds: its request and response with their headers and contexts, the connections' own state, the router's attempt and the upstream's read buffer.",
 			fmtBytes(m.SwitchyardPerStream), fmtBytes(m.ProxyPerStream), perStream(m.Switchyard)-perStream(m.Direct), perStream(m.Proxy)-perStream(m.Direct),
 			fmtBytes(stack(m.Switchyard)-stack(m.Direct)), fmtBytes(stack(m.Proxy)-stack(m.Direct)), fmtBytes(heap(m.Switchyard)-heap(m.Direct)), fmtBytes(heap(m.Proxy)-heap(m.Direct)),
 			fmtBytes(stack(m.Proxy)-stack(m.Direct)+16<<10), fmtBytes(goalStreamRatio*m.ProxyPerStream)))

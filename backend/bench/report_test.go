@@ -235,6 +235,8 @@ func TestWhyMissed(t *testing.T) {
 		"Throughput (non-stream 0.85× the bare proxy's)",
 		"Switchyard held 4.0 goroutines per stream more than the direct path, the bare proxy 4.0",
 		"The history (p50 +60 µs at concurrency 1, non-stream)",
+		"In this run streaming alone cost the upstream +100 µs at p50 (straight to it, 1.20 ms for a stream's total against 1.10 ms for one body), 1.00× what the bare proxy added in all (+100 µs); Switchyard's whole answers took 1.26 ms at p50, 0.97× the bare proxy's streamed total (1.30 ms).",
+		"straight to the upstream, 10000 streams/s against 12000 bodies/s at concurrency 64",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("whyMissed lacks %q:\n%s", want, got)
