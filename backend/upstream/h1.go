@@ -24,9 +24,9 @@ import (
 // the caller over channels: three goroutine wake-ups a request, and two
 // goroutine stacks and a 4 KiB write buffer per open stream. Here the
 // caller writes the request in one write, reads the status line and
-// headers with net/http's own http.ReadResponse, and reads the body
-// itself; the connection goes back to the idle list when the body has
-// been read to its end. Safe for concurrent use.
+// headers (readHead) and then the body itself; the connection goes back
+// to the idle list when the body has been read to its end. Safe for
+// concurrent use.
 type h1 struct {
 	addr     string // host:port, dialled
 	host     string // the Host header
@@ -39,7 +39,6 @@ type h1 struct {
 	mu       sync.Mutex
 	idle     []*h1Conn // most recently used last
 	sweeping bool      // a sweep of idle connections is scheduled
-	closed   bool
 }
 
 // h1Conn is one connection of an h1.
@@ -80,9 +79,6 @@ func newH1(baseURL string, s Settings, dial func(ctx context.Context, network, a
 // idleConnTimeout is how long an idle connection is kept, as net/http's
 // Transport of the pool keeps its own.
 const idleConnTimeout = 90 * time.Second
-
-// errH1Closed is a send after closeIdle(true).
-var errH1Closed = errors.New("upstream client closed")
 
 // send sends c to the server and returns its answer once the status line
 // and headers arrived. Errors are *url.Error, as net/http's client
@@ -298,10 +294,6 @@ func (h *h1) write(nc net.Conn, c Call) error {
 func (h *h1) conn(ctx context.Context) (cn *h1Conn, reused bool, err error) {
 	for {
 		h.mu.Lock()
-		if h.closed {
-			h.mu.Unlock()
-			return nil, false, errH1Closed
-		}
 		n := len(h.idle)
 		if n == 0 {
 			h.mu.Unlock()
@@ -342,12 +334,11 @@ func (h *h1) dialAside(ctx context.Context) (net.Conn, error) {
 	return d.nc, d.err
 }
 
-// put takes cn back as idle, or closes it when the list is full or the
-// client closed.
+// put takes cn back as idle, or closes it when the list is full.
 func (h *h1) put(cn *h1Conn) {
 	cn.idleSince = h.now()
 	h.mu.Lock()
-	if h.closed || len(h.idle) >= h.maxIdle {
+	if len(h.idle) >= h.maxIdle {
 		h.mu.Unlock()
 		cn.nc.Close()
 		return
@@ -361,8 +352,8 @@ func (h *h1) put(cn *h1Conn) {
 	}
 }
 
-// sweep closes the connections idle for idleFor, and comes back while
-// any are left.
+// sweep closes the connections idle for idleFor, and comes back when the
+// oldest of those left will be.
 func (h *h1) sweep() {
 	now := h.now()
 	h.mu.Lock()
@@ -372,23 +363,22 @@ func (h *h1) sweep() {
 		i++
 	}
 	h.idle = append(h.idle[:0], h.idle[i:]...)
-	left := len(h.idle) > 0 && !h.closed
-	h.sweeping = left
+	var next time.Duration
+	if len(h.idle) > 0 {
+		next = h.idleFor - now.Sub(h.idle[0].idleSince) // the oldest left, idle first
+	}
+	h.sweeping = next > 0
 	h.mu.Unlock()
-	if left {
-		time.AfterFunc(h.idleFor, h.sweep)
+	if next > 0 {
+		time.AfterFunc(next, h.sweep)
 	}
 }
 
-// closeIdle closes the idle connections; with shut, the client takes no
-// more requests and closes every connection that comes back.
-func (h *h1) closeIdle(shut bool) {
+// closeIdle closes the idle connections.
+func (h *h1) closeIdle() {
 	h.mu.Lock()
 	idle := h.idle
 	h.idle = nil
-	if shut {
-		h.closed = true
-	}
 	h.mu.Unlock()
 	for _, cn := range idle {
 		cn.nc.Close()

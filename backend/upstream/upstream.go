@@ -110,7 +110,7 @@ func (p *Pool) CloseIdle() {
 	}
 	for _, h := range p.h1s {
 		if h != nil {
-			h.closeIdle(false)
+			h.closeIdle()
 		}
 	}
 }
