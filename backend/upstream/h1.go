@@ -86,14 +86,14 @@ const idleConnTimeout = 90 * time.Second
 // been closed by the server before any byte of an answer (a server's idle
 // timeout: llama-server closes a connection idle for 5 s) is sent once
 // more on a new connection: the server never saw it.
-func (h *h1) send(ctx context.Context, c Call, target string) (*http.Response, error) {
+func (h *h1) send(ctx context.Context, c Call) (*http.Response, error) {
 	if err := checkCall(c); err != nil {
-		return nil, &url.Error{Op: urlOp(c.Method), URL: target, Err: err}
+		return nil, &url.Error{Op: urlOp(c.Method), URL: c.target(), Err: err}
 	}
 	for {
 		cn, reused, err := h.conn(ctx)
 		if err != nil {
-			return nil, h.urlError(ctx, c, target, err)
+			return nil, urlError(ctx, c, err)
 		}
 		resp, err := h.roundTrip(ctx, cn, c)
 		if err == nil {
@@ -103,7 +103,7 @@ func (h *h1) send(ctx context.Context, c Call, target string) (*http.Response, e
 		if errors.Is(err, errNothingAnswered) && reused && ctx.Err() == nil {
 			continue // the next conn is a fresher idle one, or a new one
 		}
-		return nil, h.urlError(ctx, c, target, err)
+		return nil, urlError(ctx, c, err)
 	}
 }
 
@@ -112,11 +112,14 @@ func (h *h1) send(ctx context.Context, c Call, target string) (*http.Response, e
 // reused.
 var errNothingAnswered = errors.New("connection closed before an answer")
 
-func (h *h1) urlError(ctx context.Context, c Call, target string, err error) error {
+// urlError is err as net/http's client returns a failed request's: a
+// *url.Error naming c's method and URL, with the context's error when it
+// is done.
+func urlError(ctx context.Context, c Call, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		err = ctxErr
 	}
-	return &url.Error{Op: urlOp(c.Method), URL: target, Err: err}
+	return &url.Error{Op: urlOp(c.Method), URL: c.target(), Err: err}
 }
 
 // urlOp is the operation net/http's client names in its *url.Error: the

@@ -26,10 +26,10 @@ func BenchmarkSend(b *testing.B) {
 		send func(p *Pool, c Call) (*http.Response, error)
 	}{
 		{"h1", func(p *Pool, c Call) (*http.Response, error) {
-			return p.h1(c.URL).send(context.Background(), c, c.URL+c.Path)
+			return p.h1(c.URL).send(context.Background(), c)
 		}},
 		{"net-http", func(p *Pool, c Call) (*http.Response, error) {
-			return p.sendHTTP(context.Background(), c, c.URL+c.Path)
+			return p.sendHTTP(context.Background(), c)
 		}},
 	} {
 		b.Run(tt.name, func(b *testing.B) {

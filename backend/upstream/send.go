@@ -36,13 +36,12 @@ type Call struct {
 // is a *url.Error, which names the method and the URL, as net/http's
 // client returns it.
 func (p *Pool) Send(ctx context.Context, c Call) (*http.Response, error) {
-	url := strings.TrimRight(c.URL, "/") + c.Path
 	var resp *http.Response
 	var err error
 	if h := p.h1(c.URL); h != nil {
-		resp, err = h.send(ctx, c, url)
+		resp, err = h.send(ctx, c)
 	} else {
-		resp, err = p.sendHTTP(ctx, c, url)
+		resp, err = p.sendHTTP(ctx, c)
 	}
 	if err != nil {
 		return nil, err
@@ -55,8 +54,12 @@ func (p *Pool) Send(ctx context.Context, c Call) (*http.Response, error) {
 	return resp, nil
 }
 
+// target is c's URL: its server's base URL and its path.
+func (c Call) target() string { return strings.TrimRight(c.URL, "/") + c.Path }
+
 // sendHTTP sends c through net/http's client of its host.
-func (p *Pool) sendHTTP(ctx context.Context, c Call, url string) (*http.Response, error) {
+func (p *Pool) sendHTTP(ctx context.Context, c Call) (*http.Response, error) {
+	url := c.target()
 	var body io.Reader
 	if c.Body != nil {
 		body = bytes.NewReader(c.Body)
