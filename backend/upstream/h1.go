@@ -87,7 +87,8 @@ const idleConnTimeout = 90 * time.Second
 // timeout: llama-server closes a connection idle for 5 s) is sent once
 // more on a new connection: the server never saw it.
 func (h *h1) send(ctx context.Context, c Call) (*http.Response, error) {
-	if err := checkCall(c); err != nil {
+	base := basePath(c)
+	if err := checkCall(c, base); err != nil {
 		return nil, &url.Error{Op: urlOp(c.Method), URL: c.target(), Err: err}
 	}
 	for {
@@ -95,7 +96,7 @@ func (h *h1) send(ctx context.Context, c Call) (*http.Response, error) {
 		if err != nil {
 			return nil, urlError(ctx, c, err)
 		}
-		resp, err := h.roundTrip(ctx, cn, c)
+		resp, err := h.roundTrip(ctx, cn, c, base)
 		if err == nil {
 			return resp, nil
 		}
@@ -147,11 +148,11 @@ func basePath(c Call) string {
 // checkCall refuses a call whose method, path or header values can't go
 // on the wire as they are: a byte there that ends a line would start a
 // header or a request of its own.
-func checkCall(c Call) error {
+func checkCall(c Call, base string) error {
 	switch {
 	case c.Method != "" && !token(c.Method):
 		return fmt.Errorf("method %q is not a token", c.Method)
-	case !requestTarget(basePath(c)) || !requestTarget(c.Path):
+	case !requestTarget(base) || !requestTarget(c.Path):
 		return fmt.Errorf("path %q is not a request target", c.URL+c.Path)
 	case !fieldValue(c.Accept) || !fieldValue(c.APIKey):
 		return errors.New("a header value holds a control character")
@@ -170,17 +171,14 @@ func requestTarget(s string) bool {
 	return true
 }
 
-// roundTrip writes c on cn and reads the answer's head. On success the
-// answer's body owns cn; on failure the caller closes cn.
-func (h *h1) roundTrip(ctx context.Context, cn *h1Conn, c Call) (*http.Response, error) {
+// roundTrip writes c, whose base URL's path is base, on cn and reads the
+// answer's head. On success the answer's body owns cn; on failure the
+// caller closes cn.
+func (h *h1) roundTrip(ctx context.Context, cn *h1Conn, c Call, base string) (*http.Response, error) {
 	// A cancelled request closes its connection, which ends a blocked
 	// write or read at once; the body's end stops this.
-	var cancelled atomic.Bool
-	stop := context.AfterFunc(ctx, func() {
-		cancelled.Store(true)
-		cn.nc.Close()
-	})
-	if err := h.write(cn.nc, c); err != nil {
+	stop := context.AfterFunc(ctx, func() { cn.nc.Close() })
+	if err := h.write(cn.nc, c, base); err != nil {
 		stop()
 		return nil, fmt.Errorf("%w: %w", errNothingAnswered, err)
 	}
@@ -189,7 +187,7 @@ func (h *h1) roundTrip(ctx context.Context, cn *h1Conn, c Call) (*http.Response,
 	}
 	if _, err := cn.br.Peek(1); err != nil {
 		stop()
-		if isTimeout(err) && !cancelled.Load() {
+		if isTimeout(err) && ctx.Err() == nil {
 			return nil, headerTimeout{h.header}
 		}
 		return nil, fmt.Errorf("%w: %w", errNothingAnswered, err)
@@ -241,7 +239,7 @@ var heads = sync.Pool{New: func() any { b := make([]byte, 0, 2<<10); return &b }
 
 // write writes c's request line, headers and body, in one write when the
 // body is small.
-func (h *h1) write(nc net.Conn, c Call) error {
+func (h *h1) write(nc net.Conn, c Call, base string) error {
 	method := c.Method
 	if method == "" {
 		method = http.MethodGet
@@ -255,7 +253,7 @@ func (h *h1) write(nc net.Conn, c Call) error {
 	head := (*box)[:0]
 	head = append(head, method...)
 	head = append(head, ' ')
-	if base := basePath(c); base != "" || c.Path != "" {
+	if base != "" || c.Path != "" {
 		head = append(head, base...)
 		head = append(head, c.Path...)
 	} else {
