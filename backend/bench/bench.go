@@ -159,6 +159,7 @@ type Report struct {
 	ElapsedS   float64         `json:"elapsed_s"`
 	Incomplete string          `json:"incomplete,omitempty"` // why sections are missing
 	Overhead   []OverheadRow   `json:"overhead"`
+	Split      []SplitRow      `json:"ttft_split,omitempty"` // concurrency 1, streams
 	Failover   []FailoverRow   `json:"failover"` // the hang rows too
 	Breaker    *BreakerResult  `json:"breaker,omitempty"`
 	Throughput []ThroughputRow `json:"throughput,omitempty"`

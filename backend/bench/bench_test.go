@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard/switchyard/backend/experiment"
 )
 
 // TestTinyRun runs every section, the profile too, with a few requests
@@ -87,6 +90,22 @@ func TestTinyRun(t *testing.T) {
 		finite(name+" added", row.SwitchyardTotal.P99, row.ProxyTotal.P99)
 		if (row.SwitchyardTTFT != nil) != row.Stream || (row.ProxyTTFT != nil) != row.Stream {
 			t.Errorf("%s: added TTFT %v, %v; want them exactly for streams", name, row.SwitchyardTTFT, row.ProxyTTFT)
+		}
+	}
+	// Every stream at concurrency 1 split into its way in and out, each a
+	// part of its TTFT.
+	if len(rep.Split) != len(pathNames) {
+		t.Fatalf("%d first token splits; want %d", len(rep.Split), len(pathNames))
+	}
+	c1 := rep.Overhead[0] // concurrency 1, streams
+	for i, row := range rep.Split {
+		if row.Path != pathNames[i] || row.In.N < sz.Overhead/2 || row.Out.N != row.In.N {
+			t.Errorf("split %d: %s with %d/%d samples; want %s with about %d", i, row.Path, row.In.N, row.Out.N, pathNames[i], sz.Overhead)
+		}
+		positive("split "+row.Path, row.In.P50, row.Out.P50)
+		// The upstream's wait for its first token lies between the two.
+		if ttft := [...]Timing{c1.Direct, c1.Proxy, c1.Switchyard}[i].TTFT.P50; row.In.P50+row.Out.P50 >= ttft {
+			t.Errorf("split %s: in %v + out %v µs; want less than its TTFT, %v µs", row.Path, row.In.P50, row.Out.P50, ttft)
 		}
 	}
 	// Each fast fault in both modes, the fault after the first token for
@@ -245,5 +264,28 @@ func TestAddScaleFrom(t *testing.T) {
 	want := []string{"100000  0", "1000000  0", "10000000 make bench-history of 2026-12-01 300"}
 	if !slices.Equal(got, want) {
 		t.Errorf("AddScaleFrom: rows %q; want %q", got, want)
+	}
+}
+
+// A split notes a stream's way in and out from the upstream's marks, and
+// leaves out an answer the marks do not fall within.
+func TestSplitNote(t *testing.T) {
+	sent := time.Now()
+	arrived, first := sent.Add(80*time.Microsecond), sent.Add(1100*time.Microsecond)
+	s := &split{marks: func() (time.Time, time.Time) { return arrived, first }}
+	s.note(experiment.Answer{Sent: sent, TTFT: 1150 * time.Microsecond})
+	if len(s.in) != 1 || s.in[0] != 80*time.Microsecond || s.out[0] != 50*time.Microsecond {
+		t.Fatalf("in %v, out %v; want [80µs], [50µs]", s.in, s.out)
+	}
+	for _, a := range []experiment.Answer{
+		{Sent: sent, TTFT: 1050 * time.Microsecond},                      // its token before the upstream's: another request's marks
+		{Sent: sent.Add(100 * time.Microsecond), TTFT: time.Millisecond}, // sent after the upstream had a request
+		{Sent: sent, TTFT: 0},                                            // no first token
+		{Sent: sent, TTFT: 1150 * time.Microsecond, Err: errors.New("cut")},
+	} {
+		s.note(a)
+	}
+	if len(s.in) != 1 || len(s.out) != 1 {
+		t.Errorf("in %v, out %v; want the first answer's alone", s.in, s.out)
 	}
 }

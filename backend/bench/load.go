@@ -18,6 +18,30 @@ type path struct {
 	client *experiment.Client
 	body   []byte
 	stream bool
+	split  *split // nil: not split
+}
+
+// split records where the first token of each of a path's streams spent
+// its time, from the upstream's marks (simfleet.Server.Marks): the way in,
+// from the client sending the request to the upstream having read it, and
+// the way out, from the upstream starting to write its first token to the
+// client having read it. It records only while on, which is only while
+// one request is in flight, so that the marks are that request's.
+type split struct {
+	marks   func() (arrived, firstToken time.Time)
+	on      bool
+	in, out []time.Duration
+}
+
+// note records a's split, when it has a first token and the upstream's
+// marks fall within it.
+func (s *split) note(a experiment.Answer) {
+	arrived, first := s.marks()
+	in, out := arrived.Sub(a.Sent), a.Sent.Add(a.TTFT).Sub(first)
+	if a.Err != nil || a.TTFT <= 0 || in <= 0 || out <= 0 {
+		return
+	}
+	s.in, s.out = append(s.in, in), append(s.out, out)
 }
 
 // newPath returns the path that asks client for model's answer, streamed
@@ -28,10 +52,14 @@ func newPath(name string, client *experiment.Client, model string, stream bool) 
 
 // send sends the path's request and reads its answer.
 func (p path) send(ctx context.Context) experiment.Answer {
-	if p.stream {
-		return p.client.Chat(ctx, p.body)
+	if !p.stream {
+		return p.client.Complete(ctx, p.body)
 	}
-	return p.client.Complete(ctx, p.body)
+	a := p.client.Chat(ctx, p.body)
+	if p.split != nil && p.split.on {
+		p.split.note(a)
+	}
+	return a
 }
 
 // modes are the two ways a caller asks for an answer: streamed (true), and

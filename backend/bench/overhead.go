@@ -12,9 +12,11 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/experiment"
+	"github.com/switchyard/switchyard/backend/simfleet"
 )
 
 // OverheadRow is the overhead at one concurrency for streamed or whole
@@ -113,6 +115,7 @@ func (p *proxy) close() {
 // proxy and through Switchyard, each with its own client.
 type threePaths struct {
 	clients [3]*experiment.Client // direct, bare proxy, switchyard
+	up      *simfleet.Server      // the upstream of all three
 	close   func()
 }
 
@@ -136,7 +139,7 @@ func (b *bencher) startThreePaths(ctx context.Context, conns int) (*threePaths, 
 		f.Close()
 		return nil, err
 	}
-	tp := &threePaths{clients: [3]*experiment.Client{
+	tp := &threePaths{up: up, clients: [3]*experiment.Client{
 		experiment.NewClient(up.URL(), conns),
 		experiment.NewClient(px.url()+"/v1", conns),
 		experiment.NewClient(sy.URL()+"/v1", conns),
@@ -159,7 +162,11 @@ func (tp *threePaths) paths() []path {
 	var ps []path
 	for _, stream := range modes {
 		for i, c := range tp.clients {
-			ps = append(ps, newPath(pathNames[i], c, upID, stream))
+			p := newPath(pathNames[i], c, upID, stream)
+			if stream {
+				p.split = &split{marks: tp.up.Marks}
+			}
+			ps = append(ps, p)
 		}
 	}
 	return ps
@@ -176,9 +183,14 @@ func (b *bencher) overhead(ctx context.Context) error {
 	paths := tp.paths()
 	for _, c := range b.sz.Concurrency {
 		warm(ctx, paths, c)
+		splitting(paths, c == 1)
 		got := interleave(ctx, paths, c, b.sz.Overhead)
+		splitting(paths, false)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if c == 1 {
+			b.rep.Split = splitRows(paths)
 		}
 		for m, stream := range modes {
 			i := 3 * m
@@ -190,6 +202,36 @@ func (b *bencher) overhead(ctx context.Context) error {
 		b.noteErrors(fmt.Sprintf("overhead c=%d", c), paths, got)
 	}
 	return nil
+}
+
+// splitting turns the paths' splits on or off.
+func splitting(paths []path, on bool) {
+	for _, p := range paths {
+		if p.split != nil {
+			p.split.on = on
+		}
+	}
+}
+
+// SplitRow is where a path's first tokens spent their time at
+// concurrency 1: the way in (the client sends the request → the upstream
+// has read it) and the way out (the upstream starts writing its first
+// token → the client has read it).
+type SplitRow struct {
+	Path string `json:"path"`
+	In   Dist   `json:"in"`
+	Out  Dist   `json:"out"`
+}
+
+// splitRows are the splits the paths recorded, in their order.
+func splitRows(paths []path) []SplitRow {
+	var rows []SplitRow
+	for _, p := range paths {
+		if p.split != nil && len(p.split.in) > 0 {
+			rows = append(rows, SplitRow{Path: strings.TrimSuffix(p.name, " (stream)"), In: dist(p.split.in), Out: dist(p.split.out)})
+		}
+	}
+	return rows
 }
 
 // noteErrors adds a note for every path some of whose requests failed.

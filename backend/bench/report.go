@@ -315,6 +315,28 @@ func (r *Report) tables() []table {
 		}
 		ts = append(ts, t)
 	}
+	if len(r.Split) > 0 {
+		t := table{title: "First token, split at the upstream: the way in (the client sends the request → the upstream has read it) and the way out (the upstream starts writing its first token → the client has read it); streams at concurrency 1, the same requests as the Overhead rows; beside Switchyard's added latency, its ratio to the bare proxy's",
+			head: []string{"path", "n", "in p50", "in p99", "out p50", "out p99", "added in p50", "added out p50"}}
+		direct, proxy := r.splitRow("direct"), r.splitRow("bare proxy")
+		for _, row := range r.Split {
+			name := row.Path
+			if name == pathNames[2] {
+				name = switchyardPath
+			}
+			cells := []string{name, fmt.Sprint(row.In.N), fmtUS(row.In.P50), fmtUS(row.In.P99), fmtUS(row.Out.P50), fmtUS(row.Out.P99), "", ""}
+			switch {
+			case direct == nil || row.Path == "direct":
+			case row.Path == pathNames[2] && proxy != nil:
+				cells[6] = fmtAddedVs(row.In.P50-direct.In.P50, proxy.In.P50-direct.In.P50)
+				cells[7] = fmtAddedVs(row.Out.P50-direct.Out.P50, proxy.Out.P50-direct.Out.P50)
+			default:
+				cells[6], cells[7] = fmtAdded(row.In.P50-direct.In.P50), fmtAdded(row.Out.P50-direct.Out.P50)
+			}
+			t.rows = append(t.rows, cells)
+		}
+		ts = append(ts, t)
+	}
 	if len(r.Failover) > 0 {
 		t := table{title: fmt.Sprintf("Failover: the primary failing vs the fallback as first choice, through the same Switchyard; TTFT of streams, total of non-stream requests; concurrency 1 (hang: %d)", hangConcurrency),
 			head: []string{"fault", "request", "n", "failover p50", "p99", "fallback first p50", "p99", "cost p50", "cost p99", "not served by fallback"}}
@@ -700,6 +722,31 @@ func (r *Report) directRate(stream bool) float64 {
 	return 0
 }
 
+// splitRow is the Split row of the path named name (pathNames), nil when
+// there is none.
+func (r *Report) splitRow(name string) *SplitRow {
+	for i := range r.Split {
+		if r.Split[i].Path == name {
+			return &r.Split[i]
+		}
+	}
+	return nil
+}
+
+// splitSays says, from the Split rows, where the first token's added
+// latency went; "" without them.
+func (r *Report) splitSays() string {
+	d, px, sy := r.splitRow(pathNames[0]), r.splitRow(pathNames[1]), r.splitRow(pathNames[2])
+	if d == nil || px == nil || sy == nil {
+		return ""
+	}
+	return fmt.Sprintf(" Split at the upstream (the First token rows), Switchyard added %s on the way in and %s on the way out at p50, the bare proxy %s and %s."+
+		" On the way in, Switchyard decodes and checks the request, orders the candidates, starts the attempt and builds the upstream's request before its one write, where the bare proxy copies the request's bytes."+
+		" On the way out, the bare proxy has passed on the upstream's head, which came before the first token, so its client has read that head and handed the answer to its caller before the token arrives; Switchyard sends the caller's head with the first real token, as it must to fall back until then, so its client reads the head, and net/http's transport hands the answer from its reading goroutine to the caller, within the first token's latency; before that, Switchyard reads the upstream's event, finds it a real token, and commits the attempt.",
+		fmtAddedVs(sy.In.P50-d.In.P50, px.In.P50-d.In.P50), fmtAddedVs(sy.Out.P50-d.Out.P50, px.Out.P50-d.Out.P50),
+		fmtAdded(px.In.P50-d.In.P50), fmtAdded(px.Out.P50-d.Out.P50))
+}
+
 // whyMissed explains each missed goal as far as the run can, quoting it.
 func (r *Report) whyMissed() []string {
 	var out []string
@@ -707,6 +754,9 @@ func (r *Report) whyMissed() []string {
 	if fs := r.missed("overhead"); len(fs) > 0 {
 		s := fmt.Sprintf("Latency at concurrency %d (%s): Switchyard does more per request than a proxy that copies bytes. It routes, reads the upstream's answer to find its first real token and to stop at a truncated one, writes the answer in the caller's protocol, and publishes metrics and live events; on %d cores shared with the client and the upstreams, that CPU is latency.",
 			goalConcurrency, strings.ReplaceAll(listFigures(fs), fmt.Sprintf(", concurrency %d", goalConcurrency), ""), r.Machine.CPUs)
+		if slices.ContainsFunc(fs, func(f Figure) bool { return strings.HasPrefix(f.Name, "TTFT") }) {
+			s += r.splitSays()
+		}
 		s += r.profileSays()
 		if h := r.historyRow(goalConcurrency, true); h != nil && slices.ContainsFunc(fs, func(f Figure) bool { return strings.HasPrefix(f.Name, "total") }) {
 			s += fmt.Sprintf(" Beyond the first token the total also pays the history, whose record is made durable before the caller receives the end of its answer (%s at p50 for a stream at concurrency %d, the History rows).", fmtAdded(h.Added.P50), h.Concurrency)

@@ -58,6 +58,10 @@ func sampleReport() *Report {
 		overheadRow(8, true, direct, timingOf(true, 1100, 1800, 1300, 1900), timingOf(true, 5000, 9000, 6000, 9900)),
 		overheadRow(8, false, timingOf(false, 0, 0, 1100, 1600), timingOf(false, 0, 0, 1200, 1800), timingOf(false, 0, 0, 5000, 9000)),
 	}
+	splitOf := func(path string, in, out float64) SplitRow {
+		return SplitRow{Path: path, In: Dist{N: 100, P50: in, P99: 2 * in}, Out: Dist{N: 100, P50: out, P99: 2 * out}}
+	}
+	r.Split = []SplitRow{splitOf("direct", 50, 30), splitOf("bare proxy", 110, 60), splitOf("switchyard", 180, 130)}
 	fo := func(fault string, stream bool, cost99, deadlineMS float64) FailoverRow {
 		return FailoverRow{Fault: fault, Stream: stream, DeadlineMS: deadlineMS,
 			Failover: timingOf(stream, 1500, 2000+cost99, 1700, 2200+cost99), Direct: timingOf(stream, 1000, 2000, 1200, 2200),
@@ -222,6 +226,17 @@ func TestTablesHaveNonStreamRows(t *testing.T) {
 	if !strings.Contains(md.String(), "| 8 | stream | switchyard (history on) | 100 | 5.00 ms | 9.00 ms | 6.00 ms | 9.90 ms | +4.00 ms (40.00×) |") {
 		t.Errorf("markdown lacks the concurrency 8 Switchyard row with its ratios:\n%s", md.String())
 	}
+	// The first token split: what each path adds to direct's way in and
+	// way out, and Switchyard's ratios to the proxy's.
+	for _, want := range []string{
+		"| direct | 100 | 50 µs | 100 µs | 30 µs | 60 µs |  |  |",
+		"| bare proxy | 100 | 110 µs | 220 µs | 60 µs | 120 µs | +60 µs | +30 µs |",
+		"| switchyard (history on) | 100 | 180 µs | 360 µs | 130 µs | 260 µs | +130 µs (2.17×) | +100 µs (3.33×) |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks the split row %q:\n%s", want, md.String())
+		}
+	}
 }
 
 func TestWhyMissed(t *testing.T) {
@@ -237,6 +252,7 @@ func TestWhyMissed(t *testing.T) {
 		"The history (p50 +60 µs at concurrency 1, non-stream)",
 		"In this run streaming alone cost the upstream +100 µs at p50 (straight to it, 1.20 ms for a stream's total against 1.10 ms for one body), 1.00× what the bare proxy added in all (+100 µs); Switchyard's whole answers took 1.26 ms at p50, 0.97× the bare proxy's streamed total (1.30 ms).",
 		"straight to the upstream, 10000 streams/s against 12000 bodies/s at concurrency 64",
+		"Split at the upstream (the First token rows), Switchyard added +130 µs (2.17×) on the way in and +100 µs (3.33×) on the way out at p50, the bare proxy +60 µs and +30 µs.",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("whyMissed lacks %q:\n%s", want, got)
@@ -267,6 +283,13 @@ func TestWhyMissed(t *testing.T) {
 	r.Figures = r.figures()
 	if got := strings.Join(r.whyMissed(), "\n"); !strings.Contains(got, "Failover, `hang_first_token` (stream): cost p99 +2.50 ms beyond the 100 ms deadline. The fallback's attempt starts when the deadline fires, at concurrency 8, where the fallback-first p99 is itself 2.00 ms") {
 		t.Errorf("whyMissed lacks the hang:\n%s", got)
+	}
+
+	// A run whose TTFT goals were met says nothing of the split.
+	r.Overhead[0] = overheadRow(1, true, timingOf(true, 1000, 1500, 1200, 1700), timingOf(true, 1100, 1800, 1300, 1900), timingOf(true, 1120, 1800, 1340, 2200))
+	r.Figures = r.figures()
+	if got := strings.Join(r.whyMissed(), "\n"); strings.Contains(got, "Split at the upstream") {
+		t.Errorf("whyMissed splits a first token whose goals were met:\n%s", got)
 	}
 
 	met := &Report{Figures: []Figure{{Section: "overhead", Name: "x", Met: met(true)}}}

@@ -44,6 +44,9 @@ type Answer struct {
 	// Latency is the time from sending the request to the end of the
 	// response (or the error).
 	Latency time.Duration
+	// Sent is when the request was sent, the time TTFT and Latency count
+	// from.
+	Sent time.Time
 	// Err is why the answer is not complete: a transport error, an HTTP
 	// error status, an error event inside the stream, or a stream that
 	// ended without data: [DONE]. Nil for a complete answer.
@@ -171,6 +174,7 @@ func (c *Client) post(ctx context.Context, body []byte, accept string, a *Answer
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
 	start = time.Now()
+	a.Sent = start
 	resp, err := hc.Do(req)
 	if err != nil {
 		a.Err = err

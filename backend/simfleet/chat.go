@@ -238,6 +238,7 @@ func (s *Server) answer(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	if a == nil {
 		return err
 	}
+	s.mark(&s.arrived)
 	fr, _ := row(a.fault.Kind) // SetFault lets only known kinds in
 	script := fr.phases.or(healthy)
 	if end, err := script.respond(a); end || err != nil {
@@ -252,7 +253,10 @@ func (s *Server) answer(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	if end, err := script.first(a); end || err != nil {
 		return err
 	}
-	for _, t := range a.x.tokens {
+	for i, t := range a.x.tokens {
+		if i == 0 {
+			s.mark(&s.firstToken)
+		}
 		if end, err := script.token(a, t); end || err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -216,7 +217,30 @@ type Server struct {
 
 	serving  sync.WaitGroup // Serve goroutines
 	handlers sync.WaitGroup // running handlers; Add only under mu while !closed
+
+	// born is the clock the marks count from; arrived and firstToken are
+	// the latest model request's (Marks), in nanoseconds since born.
+	born                time.Time
+	arrived, firstToken atomic.Int64
 }
+
+// Marks returns when the latest model request had been read whole and
+// when the latest answer began to write its first token; zero times
+// before any. With one request at a time they are that request's: make
+// bench splits a first token's latency into the way in and the way out
+// with them.
+func (s *Server) Marks() (arrived, firstToken time.Time) {
+	at := func(ns int64) time.Time {
+		if ns == 0 {
+			return time.Time{}
+		}
+		return s.born.Add(time.Duration(ns))
+	}
+	return at(s.arrived.Load()), at(s.firstToken.Load())
+}
+
+// mark stores now in m, as Marks reads it.
+func (s *Server) mark(m *atomic.Int64) { m.Store(int64(max(time.Since(s.born), 1))) }
 
 // Start starts a server for cfg on a random port of 127.0.0.1. Every model
 // starts resident and the fault is healthy. The caller closes the server.
@@ -230,6 +254,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("simfleet %s: listen: %w", cfg.Name, err)
 	}
 	s := &Server{
+		born:     time.Now(),
 		cfg:      cfg,
 		addr:     ln.Addr().String(),
 		done:     make(chan struct{}),
