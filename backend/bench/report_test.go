@@ -458,3 +458,24 @@ func TestMarkdownProfileSection(t *testing.T) {
 		}
 	}
 }
+
+// A ratio that its two decimals would put on the goal's bound gets a
+// third, so that the figure reads as its verdict says.
+func TestFiguresRatioAtTheBound(t *testing.T) {
+	for _, c := range []struct {
+		ratio float64
+		want  string
+		met   bool
+	}{
+		{0.8966, "0.897× proxy's (median of rounds)", false},
+		{0.9031, "0.903× proxy's (median of rounds)", true},
+		{0.9, "0.90× proxy's (median of rounds)", true},
+		{0.8849, "0.88× proxy's (median of rounds)", false},
+	} {
+		r := &Report{Throughput: []ThroughputRow{{Concurrency: 64, Stream: true, Ratio: &c.ratio}}}
+		f := r.figures()[0]
+		if f.Ratio != c.want || *f.Met != c.met {
+			t.Errorf("throughput ratio %v: %q, met %v; want %q, met %v", c.ratio, f.Ratio, *f.Met, c.want, c.met)
+		}
+	}
+}
