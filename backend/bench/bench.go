@@ -160,7 +160,7 @@ type Report struct {
 	Incomplete string          `json:"incomplete,omitempty"` // why sections are missing
 	Overhead   []OverheadRow   `json:"overhead"`
 	Split      []SplitRow      `json:"ttft_split,omitempty"` // concurrency 1, streams
-	Failover   []FailoverRow   `json:"failover"` // the hang rows too
+	Failover   []FailoverRow   `json:"failover"`             // the hang rows too
 	Breaker    *BreakerResult  `json:"breaker,omitempty"`
 	Throughput []ThroughputRow `json:"throughput,omitempty"`
 	Memory     *MemoryResult   `json:"memory,omitempty"`

@@ -328,7 +328,7 @@ func (r *Report) tables() []table {
 	if len(r.Split) > 0 {
 		t := table{title: "First token, split at the upstream: the way in (the client sends the request → the upstream has read it) and the way out (the upstream starts writing its first token → the client has read it); streams at concurrency 1, the same requests as the Overhead rows; beside Switchyard's added latency, its ratio to the bare proxy's",
 			head: []string{"path", "n", "in p50", "in p99", "out p50", "out p99", "added in p50", "added out p50"}}
-		direct, proxy := r.splitRow("direct"), r.splitRow("bare proxy")
+		direct, proxy := r.splitRow(pathNames[0]), r.splitRow(pathNames[1])
 		for _, row := range r.Split {
 			name := row.Path
 			if name == pathNames[2] {
@@ -336,7 +336,7 @@ func (r *Report) tables() []table {
 			}
 			cells := []string{name, fmt.Sprint(row.In.N), fmtUS(row.In.P50), fmtUS(row.In.P99), fmtUS(row.Out.P50), fmtUS(row.Out.P99), "", ""}
 			switch {
-			case direct == nil || row.Path == "direct":
+			case direct == nil || row.Path == pathNames[0]:
 			case row.Path == pathNames[2] && proxy != nil:
 				cells[6] = fmtAddedVs(row.In.P50-direct.In.P50, proxy.In.P50-direct.In.P50)
 				cells[7] = fmtAddedVs(row.Out.P50-direct.Out.P50, proxy.Out.P50-direct.Out.P50)
