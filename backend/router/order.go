@@ -22,7 +22,7 @@ const (
 // with the record of why it is skipped, so history lists attempts in the
 // order the router went through them.
 type entry struct {
-	target  Target
+	target  *Target // in the state's targets, which no one changes
 	br      *breaker.Breaker
 	demoted bool
 	reading *fleet.GPUReading
@@ -91,16 +91,16 @@ func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error
 
 	// Demoted candidates go last; excluded ones keep their place, for
 	// the record.
-	var ready, demoted []entry
-	for i := range ordered {
-		t := &ordered[i]
+	// ready has room for all: demoted ones are appended to it.
+	ready, demoted := make([]entry, 0, len(ordered)), []entry(nil)
+	for _, t := range ordered {
 		c := &t.Candidate
 		br := st.breakers[c.ID]
 		if skip := r.exclusion(t, br, req, think, now); skip != nil {
-			ready = append(ready, entry{target: *t, skip: skip})
+			ready = append(ready, entry{target: t, skip: skip})
 			continue
 		}
-		e := entry{target: *t, br: br}
+		e := entry{target: t, br: br}
 		if r.deps.Pressure != nil {
 			if rd := r.deps.Pressure.Pressure(*c); rd != nil {
 				e.demoted, e.reading = true, rd
@@ -164,7 +164,7 @@ func (r *Router) exclusion(t *Target, br *breaker.Breaker, req *fleet.Request, t
 // "Bands"). A first choice the request named by its id keeps its place; a
 // first choice by alias or by model name shares it with the candidates of
 // its priority that serve the same model. It reads memory only.
-func (r *Router) balance(st *state, req *fleet.Request, ordered []Target, now time.Time) {
+func (r *Router) balance(st *state, req *fleet.Request, ordered []*Target, now time.Time) {
 	if len(ordered) < 2 {
 		return
 	}
@@ -182,7 +182,7 @@ func (r *Router) balance(st *state, req *fleet.Request, ordered []Target, now ti
 				n++
 			}
 		}
-		slices.SortStableFunc(ordered[1:n], func(a, b Target) int { return cmp.Compare(a.Candidate.ID, b.Candidate.ID) })
+		slices.SortStableFunc(ordered[1:n], func(a, b *Target) int { return cmp.Compare(a.Candidate.ID, b.Candidate.ID) })
 		r.sortBand(ordered[:n], now)
 		rest = ordered[n:]
 	}
@@ -198,7 +198,7 @@ func (r *Router) balance(st *state, req *fleet.Request, ordered []Target, now ti
 
 // sortBand orders band by the predicted time to its first token, the id
 // order kept for ties.
-func (r *Router) sortBand(band []Target, now time.Time) {
+func (r *Router) sortBand(band []*Target, now time.Time) {
 	if len(band) < 2 {
 		return
 	}
@@ -206,7 +206,7 @@ func (r *Router) sortBand(band []Target, now time.Time) {
 	for _, t := range band {
 		eta[t.Candidate.ID] = r.predict(t.Candidate, now)
 	}
-	slices.SortStableFunc(band, func(a, b Target) int { return cmp.Compare(eta[a.Candidate.ID], eta[b.Candidate.ID]) })
+	slices.SortStableFunc(band, func(a, b *Target) int { return cmp.Compare(eta[a.Candidate.ID], eta[b.Candidate.ID]) })
 }
 
 // predict is when c would give a new request its first token: the load
@@ -245,7 +245,7 @@ func (r *Router) missingSince(id string) time.Time {
 // embedding goes only to candidates of the same model as the first choice:
 // another model's vectors live in another space, and mixing them would
 // spoil the caller's index.
-func (st *state) order(req *fleet.Request) ([]Target, bool, error) {
+func (st *state) order(req *fleet.Request) ([]*Target, bool, error) {
 	if req.KindOf() == fleet.KindEmbed {
 		return st.embedOrder(req.Model)
 	}
@@ -253,16 +253,16 @@ func (st *state) order(req *fleet.Request) ([]Target, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	ordered := make([]Target, 0, len(st.targets))
+	ordered := make([]*Target, 0, len(st.targets))
 	if i, ok := st.byID[first]; ok {
 		// Named, an embedding model keeps its place to be skipped with
 		// the reason on record.
 		if c := st.targets[i].Candidate; eligible(c, think) || (c.Enabled && c.EmbedOnly) {
-			ordered = append(ordered, st.targets[i])
+			ordered = append(ordered, &st.targets[i])
 		}
 	}
-	for _, t := range st.targets {
-		if t.Candidate.ID != first && eligible(t.Candidate, think) {
+	for i := range st.targets {
+		if t := &st.targets[i]; t.Candidate.ID != first && eligible(t.Candidate, think) {
 			ordered = append(ordered, t)
 		}
 	}
@@ -272,23 +272,24 @@ func (st *state) order(req *fleet.Request) ([]Target, bool, error) {
 // embedOrder is the order of an embedding request: for "auto" the first
 // candidate known to embed, else the one named; then the other candidates
 // serving the same model.
-func (st *state) embedOrder(model string) ([]Target, bool, error) {
-	var first Target
+func (st *state) embedOrder(model string) ([]*Target, bool, error) {
+	var first *Target
 	if model == "" || model == AliasAuto {
 		i := slices.IndexFunc(st.targets, func(t Target) bool { return t.Candidate.Enabled && t.Candidate.Embeds })
 		if i < 0 {
 			return nil, false, fmt.Errorf("%w: no candidate is known to make embeddings; name an embedding model, or set embeddings: true on its candidate", fleet.ErrNoCandidates)
 		}
-		first = st.targets[i]
+		first = &st.targets[i]
 	} else {
 		id, _, err := st.resolve(model, false)
 		if err != nil {
 			return nil, false, err
 		}
-		first = st.targets[st.byID[id]]
+		first = &st.targets[st.byID[id]]
 	}
-	ordered := []Target{first}
-	for _, t := range st.targets {
+	ordered := []*Target{first}
+	for i := range st.targets {
+		t := &st.targets[i]
 		c := t.Candidate
 		if c.ID != first.Candidate.ID && c.Enabled && fleet.SameModel(c.Model, first.Candidate.Model) {
 			ordered = append(ordered, t)
