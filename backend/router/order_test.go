@@ -1,6 +1,8 @@
 package router
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -144,6 +146,34 @@ func TestUpdateKeepsBreakersOfUnchangedCandidates(t *testing.T) {
 	}
 	if r.Breaker("d") == nil {
 		t.Error("new candidate d has no breaker")
+	}
+}
+
+// A plan made before an Update keeps the candidates as they were when it
+// was made: its entries point into the state it was made from, which
+// Update replaces and never changes.
+func TestPlanOutlivesUpdate(t *testing.T) {
+	f := newFake(map[string]script{})
+	fl := testFleet(f, Settings{})
+	r := New(fl, Deps{})
+	pl, err := r.plan(r.state.Load(), &fleet.Request{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := testFleet(f, Settings{})
+	changed.Targets[0].Candidate.URL = "http://elsewhere.invalid"
+	changed.Targets[0].Candidate.Priority = 9
+	changed.Targets = changed.Targets[:2]
+	r.Update(changed)
+	fl.Targets[1].Candidate.Model = "changed by the caller"
+	var got []string
+	for _, e := range pl.entries {
+		c := e.target.Candidate
+		got = append(got, fmt.Sprintf("%s %s %q %d", c.ID, c.Model, c.URL, c.Priority))
+	}
+	want := []string{`a model-a "" 1`, `b model-b "" 2`, `c model-c "" 3`}
+	if !slices.Equal(got, want) {
+		t.Errorf("plan after Update = %q; want %q", got, want)
 	}
 }
 
