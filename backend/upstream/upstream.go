@@ -322,12 +322,15 @@ const (
 // and every request then dialled a new one, a connect and two goroutines
 // on both sides. A server sends the end of the body right after the
 // marker; one that sends more than finishMax, or does not end the body
-// within finishWait, loses its connection, as before. It reads body
-// itself, not through the adapter's fleet.WaitReader: the chunks before
-// the marker go out with the end of the answer, not in a write of their
-// own.
-func FinishBody(body io.ReadCloser) {
+// within finishWait, loses its connection, as before.
+//
+// It reads through r, the adapter's fleet.WaitReader over body, so that
+// what the reader holds of the answer goes out before the wait for the
+// body's end, not after it: the end is the server's framing, and the
+// caller's content need not wait for it. That costs no write: the reader
+// would write the same bytes once the answer ended, before its record.
+func FinishBody(r io.Reader, body io.Closer) {
 	t := time.AfterFunc(finishWait, func() { body.Close() })
 	defer t.Stop()
-	io.Copy(io.Discard, io.LimitReader(body, finishMax))
+	io.Copy(io.Discard, io.LimitReader(r, finishMax))
 }

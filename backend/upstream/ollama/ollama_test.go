@@ -958,3 +958,29 @@ func BenchmarkRecv(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*(lines+1)), "ns/line")
 }
+
+// What the reader holds of an answer, the done line's chunk included,
+// goes out before the wait for the body's end: the Recv after the done
+// line's reads the body to its end (FinishBody) through the stream's
+// WaitReader, so the reader's BeforeWait function runs once more, with
+// the whole body read and the done line's chunk in the reader's hands.
+func TestReaderWritesBeforeTheBodyEnds(t *testing.T) {
+	body := strings.NewReader(lineHi + "\n" + lineDone + "\n")
+	s := newStream(t.Context(), io.NopCloser(body), maxLine)
+	var left []int // what the body held at each of the reader's writes
+	s.BeforeWait(func() { left = append(left, body.Len()) })
+	for range 2 {
+		if _, err := s.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(left) != 1 {
+		t.Fatalf("the reader wrote %d times by the done line's chunk; want once, before the first read: the next Recv ends the body", len(left))
+	}
+	if _, err := s.Recv(); err != io.EOF {
+		t.Fatalf("Recv after the done line = %v; want io.EOF", err)
+	}
+	if len(left) != 2 || left[1] != 0 {
+		t.Errorf("the reader wrote with %v bytes of the body left; want a write after the last byte, before the read that ends the body", left)
+	}
+}

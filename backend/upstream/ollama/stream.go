@@ -60,6 +60,10 @@ type stream struct {
 	lines int   // non-empty lines read
 	calls int   // tool calls seen so far: the Index of the next one
 	err   error // sticky: once set, every Recv returns it
+	// finish: the done line was read, and the Recv that returns io.EOF
+	// reads the body to its end (upstream.FinishBody), once the done
+	// line's chunk is in the reader's hands and goes out with the rest.
+	finish bool
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -138,6 +142,10 @@ func (s *stream) Recv() (fleet.Chunk, error) {
 func (s *stream) RecvInto(c *fleet.Chunk) error {
 	*c = fleet.Chunk{}
 	if s.err != nil {
+		if s.finish {
+			s.finish = false
+			upstream.FinishBody(s.wait, s.body)
+		}
 		s.release()
 		return s.err
 	}
@@ -161,8 +169,7 @@ func (s *stream) RecvInto(c *fleet.Chunk) error {
 			return err
 		}
 		if s.line.Done {
-			s.err = io.EOF
-			upstream.FinishBody(s.body)
+			s.err, s.finish = io.EOF, true
 		}
 		return nil
 	}

@@ -262,3 +262,26 @@ func BenchmarkShortStream(b *testing.B) {
 		}
 	}
 }
+
+// What the reader holds of an answer goes out before the wait for the
+// body's end after [DONE]: that end is the server's framing, which a
+// server may send late, and the content need not wait for it. FinishBody
+// reads through the stream's WaitReader, so the reader's BeforeWait
+// function runs once more, with the whole body read, before the read that
+// finds its end.
+func TestReaderWritesBeforeTheBodyEnds(t *testing.T) {
+	body := strings.NewReader(content("Hi") + ev("[DONE]"))
+	s := newStream(t.Context(), func() {}, io.NopCloser(body), maxLine)
+	var left []int // what the body held at each of the reader's writes
+	s.BeforeWait(func() { left = append(left, body.Len()) })
+	for {
+		if _, err := s.Recv(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(left) != 2 || left[1] != 0 {
+		t.Errorf("the reader wrote with %v bytes of the body left; want a write after the last byte, before the read that ends the body", left)
+	}
+}

@@ -137,7 +137,7 @@ func (s *stream) recv(c *fleet.Chunk) error {
 	if isDone(ev.data) {
 		s.err = io.EOF
 		if !s.sse.ended() {
-			upstream.FinishBody(s.body)
+			upstream.FinishBody(s.wait, s.body)
 		}
 		return s.err
 	}
