@@ -409,15 +409,26 @@ func (a *reply) headers() error {
 }
 
 // open sends the headers of a stream and, when opening is true, its
-// opening event. A non-streaming answer sends nothing before its end.
+// opening event; with HeadWithFirstToken both wait, unflushed, for the
+// first event's write. A non-streaming answer sends nothing before its
+// end.
 func (a *reply) open(opening bool) error {
 	if !a.x.req.stream {
 		return nil
 	}
+	b := a.d.opening(a.x)
+	if !opening {
+		b = nil
+	}
+	if a.s.cfg.HeadWithFirstToken {
+		a.w.WriteHeader(http.StatusOK)
+		_, err := a.w.Write(b)
+		return err
+	}
 	if err := a.headers(); err != nil {
 		return err
 	}
-	if b := a.d.opening(a.x); opening && b != nil {
+	if b != nil {
 		return a.send(b)
 	}
 	return nil

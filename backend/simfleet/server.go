@@ -92,6 +92,13 @@ type Config struct {
 	// TTFT is the delay between the response headers and the first token
 	// (the answer's first event for faults that replace it). Zero: none.
 	TTFT time.Duration
+	// HeadWithFirstToken holds back the headers of a streamed answer
+	// until its first event, and sends them together in one write, as
+	// Ollama does on /api/chat and on its /v1 alike (its handler writes
+	// nothing before the first chunk). By default the headers go out at
+	// once and the first token TTFT later, as llama-server and vLLM send
+	// theirs. Faults that say they send the headers still send them.
+	HeadWithFirstToken bool
 	// TokenGap is the delay between two tokens. Zero: none.
 	TokenGap time.Duration
 	// Tokens is the number of content tokens of an answer and of an

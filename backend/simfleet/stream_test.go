@@ -2,10 +2,13 @@ package simfleet
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A healthy stream of each protocol: framing, order of events, end markers,
@@ -275,5 +278,54 @@ func TestAnswersEndSentences(t *testing.T) {
 	cfg, _ := Config{Name: "alpha"}.withDefaults()
 	if got, want := (&Server{cfg: cfg}).Answer(DefaultModelName), "alpha here (sim-model): "+answerText; got != want {
 		t.Errorf("default answer = %q; want %q", got, want)
+	}
+}
+
+// A server with HeadWithFirstToken sends nothing while it waits for the
+// first token, then the headers and the first token in one write, as
+// Ollama does; by default the headers come at once, as llama-server's
+// and vLLM's do.
+func TestHeadWithFirstToken(t *testing.T) {
+	for _, p := range protos {
+		t.Run(p.name, func(t *testing.T) {
+			// firstRead sends a streamed chat over a connection of its own
+			// and returns the first read's bytes, or none when nothing came
+			// within wait.
+			firstRead := func(cfg Config, wait time.Duration) string {
+				s := start(t, cfg)
+				path := strings.TrimPrefix(s.URL(), "http://"+s.Addr()) + p.chatPath
+				conn, err := net.Dial("tcp", s.Addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				body := p.body(p.plain, true, false)
+				fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, s.Addr(), len(body), body)
+				conn.SetReadDeadline(time.Now().Add(wait))
+				buf := make([]byte, 64<<10)
+				n, _ := conn.Read(buf)
+				return string(buf[:n])
+			}
+			firstToken := "alpha here (" + p.plain + "):"
+
+			// The first token never comes within the test.
+			never := p.config("alpha")
+			never.TTFT = time.Hour
+			if got := firstRead(never, testTimeout); !strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n") || strings.Contains(got, firstToken) {
+				t.Errorf("headers at once: first read %q; want the headers without a token", got)
+			}
+			never.HeadWithFirstToken = true
+			if got := firstRead(never, absence); got != "" {
+				t.Errorf("HeadWithFirstToken, waiting for the first token: read %q; want nothing", got)
+			}
+
+			with := p.config("alpha")
+			with.HeadWithFirstToken = true
+			got := firstRead(with, testTimeout)
+			head, rest, ok := strings.Cut(got, "\r\n\r\n")
+			if !strings.HasPrefix(head, "HTTP/1.1 200 OK\r\n") || !ok || !strings.Contains(rest, firstToken) {
+				t.Errorf("HeadWithFirstToken: first read %q; want the headers and the first token", got)
+			}
+		})
 	}
 }
