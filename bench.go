@@ -21,10 +21,11 @@ import (
 // profiles.
 func benchmark(args []string, stdout, stderr io.Writer) int {
 	fl := newCommand("bench", `Measure Switchyard against a bare httputil.ReverseProxy and the upstream
-itself, in one process on 127.0.0.1: latency added, failover, the open
-breaker, throughput, memory per open stream and the history's cost, for
-streamed and non-stream requests, each as a ratio to the bare proxy in the
-same run. make bench regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
+itself on 127.0.0.1, in one process and (the processes section) each in a
+process of its own: latency added, failover, the open breaker, throughput,
+memory per open stream and the history's cost, for streamed and non-stream
+requests, each as a ratio to the bare proxy in the same run. make bench
+regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
 	quick := fl.Bool("quick", false, "a short run (about a minute) instead of the full one (about three)")
 	jsonPath := fl.String("json", "", "also write the results as JSON to `FILE`")
 	mdPath := fl.String("markdown", "", "also write the results as a markdown document to `FILE` (docs/BENCHMARKS.md)")
@@ -67,6 +68,9 @@ same run. make bench regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
 		o.Command += " --only " + *only
 	}
 	o.Logf = log.New(stderr, "bench: ", log.Ltime).Printf
+	if exe, err := os.Executable(); err == nil {
+		o.Executable = exe
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/switchyard/switchyard/backend/bench"
 	"github.com/switchyard/switchyard/backend/system"
 )
 
@@ -73,6 +74,14 @@ const (
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("switchyard: ")
+	// `switchyard bench` starts this program again as its upstream, bare
+	// proxy and Switchyard, each in a process of its own (bench.RunChild).
+	if played, err := bench.RunChild(); played {
+		if err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -148,6 +148,10 @@ type Options struct {
 	// ProfileDir, when set, adds the profile section: its profiles and
 	// their summary (summary.txt) are written there, made if missing.
 	ProfileDir string
+	// Executable is a program that plays a bench child when ChildEnv is
+	// set (RunChild): the processes section starts the upstream, the bare
+	// proxy and Switchyard from it. Empty leaves that section out.
+	Executable string
 }
 
 // Report is a run's results. Durations and latencies are in microseconds,
@@ -160,7 +164,8 @@ type Report struct {
 	Incomplete string          `json:"incomplete,omitempty"` // why sections are missing
 	Overhead   []OverheadRow   `json:"overhead"`
 	Split      []SplitRow      `json:"ttft_split,omitempty"` // concurrency 1, streams
-	Failover   []FailoverRow   `json:"failover"`             // the hang rows too
+	Processes  []ProcessRow    `json:"processes,omitempty"`
+	Failover   []FailoverRow   `json:"failover"` // the hang rows too
 	Breaker    *BreakerResult  `json:"breaker,omitempty"`
 	Throughput []ThroughputRow `json:"throughput,omitempty"`
 	Memory     *MemoryResult   `json:"memory,omitempty"`
@@ -203,6 +208,7 @@ type section struct {
 // them when asked for.
 var sections = []section{
 	{"overhead", (*bencher).overhead},
+	{"processes", (*bencher).processes},
 	{"failover", (*bencher).failover},
 	{"hang", (*bencher).hang},
 	{"breaker", (*bencher).breaker},

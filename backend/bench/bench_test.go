@@ -21,7 +21,8 @@ import (
 // no timings.
 func TestTinyRun(t *testing.T) {
 	profDir := filepath.Join(t.TempDir(), "profile")
-	rep, err := Run(t.Context(), Options{Sizes: Tiny(), Command: "go test", TempDir: t.TempDir(), Logf: t.Logf, ProfileDir: profDir})
+	// This test binary plays the processes section's children (TestMain).
+	rep, err := Run(t.Context(), Options{Sizes: Tiny(), Command: "go test", TempDir: t.TempDir(), Logf: t.Logf, ProfileDir: profDir, Executable: os.Args[0]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +108,23 @@ func TestTinyRun(t *testing.T) {
 		if ttft := [...]Timing{c1.Direct, c1.Proxy, c1.Switchyard}[i].TTFT.P50; row.In.P50+row.Out.P50 >= ttft {
 			t.Errorf("split %s: in %v + out %v µs; want less than its TTFT, %v µs", row.Path, row.In.P50, row.Out.P50, ttft)
 		}
+	}
+	// Both modes in front of both kinds of upstream, each path in a
+	// process of its own.
+	if len(rep.Processes) != len(headTimings)*len(modes) {
+		t.Fatalf("%d processes rows; want %d", len(rep.Processes), len(headTimings)*len(modes))
+	}
+	for i, row := range rep.Processes {
+		name := fmt.Sprintf("processes %s %s", headName(row.HeadWithFirstToken), modeName(row.Stream))
+		if row.HeadWithFirstToken != headTimings[i/len(modes)] || row.Stream != modes[i%len(modes)] || row.Concurrency != 1 {
+			t.Errorf("processes row %d: %s at concurrency %d; want the upstreams in order, each mode", i, name, row.Concurrency)
+		}
+		sane(name+" direct", row.Direct, sz.Overhead, row.Stream)
+		sane(name+" proxy", row.Proxy, sz.Overhead, row.Stream)
+		sane(name+" switchyard", row.Switchyard, sz.Overhead, row.Stream)
+	}
+	if !strings.Contains(md.String(), "### Processes:") || !strings.Contains(md.String(), "each in its own process, stream, headers with the first token (as Ollama)") {
+		t.Error("the markdown has no Processes table or no goal figure of it")
 	}
 	// Each fast fault in both modes, the fault after the first token for
 	// whole answers, the hang in both modes.

@@ -30,15 +30,18 @@ const (
 // latencyGoals bound the latency Switchyard adds at goalConcurrency, as a
 // multiple of what the bare proxy adds: the TTFT of streams, and the total
 // of streamed and whole answers alike.
-var latencyGoals = []struct {
-	metric string // "TTFT" or "total"
-	pct    int    // 50 or 99
-	limit  float64
-}{
+var latencyGoals = []latencyGoal{
 	{"TTFT", 50, 1.25},
 	{"TTFT", 99, 1.5},
 	{"total", 50, 1.5},
 	{"total", 99, 2},
+}
+
+// latencyGoal bounds one latency figure.
+type latencyGoal struct {
+	metric string // "TTFT" or "total"
+	pct    int    // 50 or 99
+	limit  float64
 }
 
 // withinRatio says whether v is at most limit times base. When base is not
@@ -168,25 +171,19 @@ func (r *Report) figures() []Figure {
 			continue
 		}
 		for _, g := range latencyGoals {
-			sy, px := row.SwitchyardTotal, row.ProxyTotal
-			name := fmt.Sprintf("%s p%d added, concurrency %d, %s", g.metric, g.pct, row.Concurrency, modeName(row.Stream))
-			if g.metric == "TTFT" {
-				if row.SwitchyardTTFT == nil || row.ProxyTTFT == nil {
-					continue // a whole answer has no TTFT
-				}
-				sy, px = *row.SwitchyardTTFT, *row.ProxyTTFT
-			} else {
-				name += " (history on)"
+			if f, ok := latencyFigure("overhead", fmt.Sprintf("concurrency %d, %s", row.Concurrency, modeName(row.Stream)), g, row); ok {
+				fs = append(fs, f)
 			}
-			v, base := sy.at(g.pct), px.at(g.pct)
-			fs = append(fs, Figure{
-				Section: "overhead",
-				Name:    name,
-				Value:   fmt.Sprintf("%s (bare proxy %s)", fmtAdded(v), fmtAdded(base)),
-				Ratio:   fmtBoundRatio(ratio(v, base), "proxy's", g.limit),
-				Goal:    fmt.Sprintf("≤ %g× proxy's", g.limit),
-				Met:     met(withinRatio(v, base, g.limit)),
-			})
+		}
+	}
+	for _, row := range r.Processes {
+		for _, g := range latencyGoals {
+			if g.pct != 50 {
+				continue // the Processes table has the p99s
+			}
+			if f, ok := latencyFigure("processes", fmt.Sprintf("each in its own process, %s, %s", modeName(row.Stream), headName(row.HeadWithFirstToken)), g, row.OverheadRow); ok {
+				fs = append(fs, f)
+			}
 		}
 	}
 	for _, row := range r.Failover {
@@ -273,6 +270,31 @@ func (r *Report) figures() []Figure {
 }
 
 // missed returns the figures of section whose goal was not met.
+// latencyFigure is the figure of latency goal g for row, named after
+// what (the concurrency, the request, ...); false when row has no such
+// figure (a whole answer has no TTFT).
+func latencyFigure(section, what string, g latencyGoal, row OverheadRow) (Figure, bool) {
+	sy, px := row.SwitchyardTotal, row.ProxyTotal
+	name := fmt.Sprintf("%s p%d added, %s", g.metric, g.pct, what)
+	if g.metric == "TTFT" {
+		if row.SwitchyardTTFT == nil || row.ProxyTTFT == nil {
+			return Figure{}, false
+		}
+		sy, px = *row.SwitchyardTTFT, *row.ProxyTTFT
+	} else {
+		name += " (history on)"
+	}
+	v, base := sy.at(g.pct), px.at(g.pct)
+	return Figure{
+		Section: section,
+		Name:    name,
+		Value:   fmt.Sprintf("%s (bare proxy %s)", fmtAdded(v), fmtAdded(base)),
+		Ratio:   fmtBoundRatio(ratio(v, base), "proxy's", g.limit),
+		Goal:    fmt.Sprintf("≤ %g× proxy's", g.limit),
+		Met:     met(withinRatio(v, base, g.limit)),
+	}, true
+}
+
 func (r *Report) missed(section string) []Figure {
 	var out []Figure
 	for _, f := range r.Figures {
@@ -298,30 +320,9 @@ func (r *Report) tables() []table {
 	var ts []table
 	if len(r.Overhead) > 0 {
 		t := table{title: "Overhead: latency as the client saw it (TTFT / total), interleaved request by request; beside Switchyard's added latency, its ratio to the bare proxy's",
-			head: []string{"concurrency", "request", "path", "n", "TTFT p50", "TTFT p99", "total p50", "total p99", "added TTFT p50", "added TTFT p99", "added total p50", "added total p99"}}
+			head: append([]string{"concurrency"}, overheadHead...)}
 		for _, row := range r.Overhead {
-			mode := modeName(row.Stream)
-			ttft := func(v float64) string {
-				if !row.Stream {
-					return "—"
-				}
-				return fmtUS(v)
-			}
-			cells := func(name string, tm Timing) []string {
-				return []string{fmt.Sprint(row.Concurrency), mode, name, fmt.Sprint(tm.Total.N), ttft(tm.TTFT.P50), ttft(tm.TTFT.P99), fmtUS(tm.Total.P50), fmtUS(tm.Total.P99)}
-			}
-			noTTFT := []string{"—", "—"}
-			direct := append(cells("direct", row.Direct), "", "", "", "")
-			proxy, sy := cells("bare proxy", row.Proxy), cells(switchyardPath, row.Switchyard)
-			if row.SwitchyardTTFT != nil && row.ProxyTTFT != nil {
-				proxy = append(proxy, fmtAdded(row.ProxyTTFT.P50), fmtAdded(row.ProxyTTFT.P99))
-				sy = append(sy, fmtAddedVs(row.SwitchyardTTFT.P50, row.ProxyTTFT.P50), fmtAddedVs(row.SwitchyardTTFT.P99, row.ProxyTTFT.P99))
-			} else {
-				proxy, sy = append(proxy, noTTFT...), append(sy, noTTFT...)
-			}
-			proxy = append(proxy, fmtAdded(row.ProxyTotal.P50), fmtAdded(row.ProxyTotal.P99))
-			sy = append(sy, fmtAddedVs(row.SwitchyardTotal.P50, row.ProxyTotal.P50), fmtAddedVs(row.SwitchyardTotal.P99, row.ProxyTotal.P99))
-			t.rows = append(t.rows, direct, proxy, sy)
+			t.rows = append(t.rows, overheadCells(fmt.Sprint(row.Concurrency), row)...)
 		}
 		ts = append(ts, t)
 	}
@@ -344,6 +345,14 @@ func (r *Report) tables() []table {
 				cells[6], cells[7] = fmtAdded(row.In.P50-direct.In.P50), fmtAdded(row.Out.P50-direct.Out.P50)
 			}
 			t.rows = append(t.rows, cells)
+		}
+		ts = append(ts, t)
+	}
+	if len(r.Processes) > 0 {
+		t := table{title: "Processes: the upstream, the bare proxy and Switchyard each in a process of its own, as users run them (the client is the bench's); concurrency 1, interleaved request by request, in front of an upstream that sends its headers at once and one that sends them with its first token; beside Switchyard's added latency, its ratio to the bare proxy's",
+			head: append([]string{"upstream"}, overheadHead...)}
+		for _, row := range r.Processes {
+			t.rows = append(t.rows, overheadCells(headName(row.HeadWithFirstToken), row.OverheadRow)...)
 		}
 		ts = append(ts, t)
 	}
@@ -408,6 +417,36 @@ func (r *Report) tables() []table {
 		ts = append(ts, scaleTable(r.Scale))
 	}
 	return ts
+}
+
+// overheadHead heads an overhead table's columns after its first.
+var overheadHead = []string{"request", "path", "n", "TTFT p50", "TTFT p99", "total p50", "total p99", "added TTFT p50", "added TTFT p99", "added total p50", "added total p99"}
+
+// overheadCells are the three rows (direct, bare proxy, Switchyard) of an
+// overhead row, each starting with first.
+func overheadCells(first string, row OverheadRow) [][]string {
+	mode := modeName(row.Stream)
+	ttft := func(v float64) string {
+		if !row.Stream {
+			return "—"
+		}
+		return fmtUS(v)
+	}
+	cells := func(name string, tm Timing) []string {
+		return []string{first, mode, name, fmt.Sprint(tm.Total.N), ttft(tm.TTFT.P50), ttft(tm.TTFT.P99), fmtUS(tm.Total.P50), fmtUS(tm.Total.P99)}
+	}
+	noTTFT := []string{"—", "—"}
+	direct := append(cells("direct", row.Direct), "", "", "", "")
+	proxy, sy := cells("bare proxy", row.Proxy), cells(switchyardPath, row.Switchyard)
+	if row.SwitchyardTTFT != nil && row.ProxyTTFT != nil {
+		proxy = append(proxy, fmtAdded(row.ProxyTTFT.P50), fmtAdded(row.ProxyTTFT.P99))
+		sy = append(sy, fmtAddedVs(row.SwitchyardTTFT.P50, row.ProxyTTFT.P50), fmtAddedVs(row.SwitchyardTTFT.P99, row.ProxyTTFT.P99))
+	} else {
+		proxy, sy = append(proxy, noTTFT...), append(sy, noTTFT...)
+	}
+	proxy = append(proxy, fmtAdded(row.ProxyTotal.P50), fmtAdded(row.ProxyTotal.P99))
+	sy = append(sy, fmtAddedVs(row.SwitchyardTotal.P50, row.ProxyTotal.P50), fmtAddedVs(row.SwitchyardTotal.P99, row.ProxyTotal.P99))
+	return [][]string{direct, proxy, sy}
 }
 
 // scaleTable is a row per history size: the growth curve of each figure.
@@ -643,6 +682,7 @@ func (r *Report) howToRead() []string {
 		fmt.Sprintf("Failover cost is measured with a breaker that never opens, so every request tries the failing primary first. `error_event` arrives when the primary's first token would (after its %v TTFT), and `%s` after the primary's first tokens, so their costs include that wait. `hang_first_token` is reported beyond Switchyard's first-token deadline.", simfleet.FastTTFT, afterFirstFault),
 		"Memory: Switchyard, the upstreams and the client share one process, so a path's cost per stream is its growth less the direct path's (the client and the upstream, nothing between). Heap+stack is `runtime.MemStats` HeapAlloc+StackInuse after a collection (live memory, what the goal is about); RSS is VmRSS after `debug.FreeOSMemory`. RLIMIT_NOFILE is raised to the hard limit when 4 descriptors per stream do not fit.",
 		"History: two Switchyards assembled alike from router, API and upstream pool (no metrics or events), one recording into SQLite and one recording nothing, interleaved; \"Record\" is the time spent inside `history.Store.Record`.",
+		"Processes: the upstream, the bare proxy and Switchyard (`system.New`, as `switchyard serve` runs it, its history on) each run in a process of its own, started from the bench's own executable, and the bench's client reaches them over loopback, as a user's app reaches a router and a model server. Every hop between two processes wakes a thread of the other one, which the one-process rows do not pay. The upstream sends its headers at once, as llama-server and vLLM do, or with its first token, as Ollama does on /api/chat and /v1 alike (both seen with the real servers, docs/DESIGN.md, \"Where a first token's time goes\").",
 	}
 	return out
 }
@@ -682,6 +722,39 @@ func (r *Report) tailNoise() string {
 		return ""
 	}
 	return fmt.Sprintf(" A p99 ratio divides two differences of tail percentiles: where the bare proxy adds little at p99 (down to %s in this run) it is large and moves from run to run.", fmtAdded(least))
+}
+
+// processRow is the Processes row of a mode and a kind of upstream, nil
+// when the run has none.
+func (r *Report) processRow(stream, headWithFirstToken bool) *ProcessRow {
+	for i := range r.Processes {
+		if row := &r.Processes[i]; row.Stream == stream && row.HeadWithFirstToken == headWithFirstToken {
+			return row
+		}
+	}
+	return nil
+}
+
+// processesSays quotes the streams' TTFT from the Processes rows, in
+// front of both kinds of upstream, when the run has them.
+func (r *Report) processesSays() string {
+	var parts []string
+	var proxy float64
+	for _, late := range headTimings {
+		row := r.processRow(true, late)
+		if row == nil || row.SwitchyardTTFT == nil || row.ProxyTTFT == nil {
+			return ""
+		}
+		if !late {
+			proxy = row.ProxyTTFT.P50
+		}
+		kind := "one that sends its headers at once"
+		if late {
+			kind = "one that sends them with its first token, as Ollama does, where the bare proxy's caller too reads the headers when the first token comes"
+		}
+		parts = append(parts, fmt.Sprintf("%s in front of %s", fmtAddedVs(row.SwitchyardTTFT.P50, row.ProxyTTFT.P50), kind))
+	}
+	return fmt.Sprintf(" As users run them, each in a process of its own (the Processes rows), every hop wakes a thread of another process: the bare proxy added %s at the TTFT p50, and Switchyard %s.", fmtAdded(proxy), strings.Join(parts, ", and "))
 }
 
 // historyNextStep is what would take the rest of the history's cost off
@@ -768,6 +841,7 @@ func (r *Report) whyMissed() []string {
 			s += r.splitSays()
 		}
 		s += r.profileSays()
+		s += r.processesSays()
 		if h := r.historyRow(goalConcurrency, true); h != nil && slices.ContainsFunc(fs, func(f Figure) bool { return strings.HasPrefix(f.Name, "total") }) {
 			s += fmt.Sprintf(" Beyond the first token the total also pays the history, whose record is made durable before the caller receives the end of its answer (%s at p50 for a stream at concurrency %d, the History rows).", fmtAdded(h.Added.P50), h.Concurrency)
 		}
@@ -776,6 +850,9 @@ func (r *Report) whyMissed() []string {
 	}
 	if s := r.streamedRead(); s != "" {
 		out = append(out, s)
+	}
+	if fs := r.missed("processes"); len(fs) > 0 {
+		out = append(out, fmt.Sprintf("Latency with each program in a process of its own (%s): in front of an upstream that sends its headers at once, as llama-server and vLLM do, the bare proxy passes them on before the first token, and its caller's client has read them and handed the answer to its caller by the time the token comes; Switchyard sends its headers with the first real token, as it must to fall back until then, so its caller's client does that on the first token's path (docs/DESIGN.md, \"Where a first token's time goes\"). In front of an upstream that sends its headers with its first token, as Ollama does, the bare proxy's caller does it there too. A non-stream request's answer Switchyard reads from the upstream as a stream (docs/DESIGN.md, \"Non-streaming requests\").", listFigures(fs)))
 	}
 	for _, row := range r.Failover {
 		if row.met() {

@@ -53,23 +53,12 @@ func StartSwitchyard(ctx context.Context, s Setup) (_ *Switchyard, err error) {
 			os.RemoveAll(dir)
 		}
 	}()
-	cfg, err := s.config()
+	cfgPath, dbPath, err := s.Files(dir)
 	if err != nil {
 		return nil, err
 	}
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(config.Render(cfg)), 0o600); err != nil {
-		return nil, err
-	}
-	// The history in a directory of its own, as the default layout keeps
-	// it ($XDG_DATA_HOME, the config in $XDG_CONFIG_HOME): beside the
-	// config, each of its writes would wake the config's watcher.
-	data := filepath.Join(dir, "data")
-	if err := os.Mkdir(data, 0o700); err != nil {
-		return nil, err
-	}
 	sys, err := system.New(ctx, system.Options{
-		ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: filepath.Join(data, "history.db"),
+		ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: dbPath,
 		ShutdownGrace: time.Second,
 	})
 	if err != nil {
@@ -82,6 +71,27 @@ func StartSwitchyard(ctx context.Context, s Setup) (_ *Switchyard, err error) {
 		cancel()
 		return errors.Join(<-ran, os.RemoveAll(dir))
 	}}, nil
+}
+
+// Files writes the config file s describes into dir, and makes the
+// directory of its history, as the default layout keeps them ($XDG_DATA_HOME
+// for the history, $XDG_CONFIG_HOME for the config: beside the config,
+// each of the history's writes would wake the config's watcher). It
+// returns the paths to give Switchyard.
+func (s Setup) Files(dir string) (configPath, dbPath string, err error) {
+	cfg, err := s.config()
+	if err != nil {
+		return "", "", err
+	}
+	configPath = filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(configPath, []byte(config.Render(cfg)), 0o600); err != nil {
+		return "", "", err
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		return "", "", err
+	}
+	return configPath, filepath.Join(data, "history.db"), nil
 }
 
 // config returns the configuration s describes: the defaults, with the
