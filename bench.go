@@ -33,6 +33,7 @@ regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
 	scale := fl.String("history-sizes", "", "fill and measure histories of these `SIZES` (requests, comma-separated) in the history-scale section, instead of the run's own (100000,1000000)")
 	budget := fl.Duration("budget", 0, "bound the whole run by `DURATION` instead of the preset's (12m; a 10M-request history takes about 10m on 2 cores)")
 	scaleFrom := fl.String("history-from", "", "add the history-scale rows of an earlier run's JSON `FILE` (make bench-history's) for the sizes this run does not measure; a missing file is skipped")
+	peers := fl.String("peers", "", "also measure Olla and llama-swap beside Switchyard, each in a process of its own: `DIR` holds their binaries (olla, llama-swap) and Olla's config/profiles, built from their sources (docs/DESIGN.md, \"Beside its peers\")")
 	profileDir := fl.String("profile", "", "also profile the Switchyard path at concurrency 1, streamed and not: CPU and allocation profiles and their summary (summary.txt) in `DIR`, which the markdown includes")
 	if exit, ok := fl.parse(args); !ok {
 		return exit
@@ -46,6 +47,10 @@ regenerates docs/BENCHMARKS.md with it.`, stdout, stderr)
 	}
 	if *profileDir != "" {
 		o.Command += " --profile " + *profileDir
+	}
+	if *peers != "" {
+		o.Peers = *peers
+		o.Command += " --peers " + *peers
 	}
 	if *scale != "" {
 		o.Sizes.HistoryScale = nil

@@ -152,6 +152,10 @@ type Options struct {
 	// set (RunChild): the processes section starts the upstream, the bare
 	// proxy and Switchyard from it. Empty leaves that section out.
 	Executable string
+	// Peers, when set, adds the peers section: a directory with the
+	// binaries of Olla and llama-swap and Olla's config/profiles (see
+	// peers.go).
+	Peers string
 }
 
 // Report is a run's results. Durations and latencies are in microseconds,
@@ -165,6 +169,7 @@ type Report struct {
 	Overhead   []OverheadRow   `json:"overhead"`
 	Split      []SplitRow      `json:"ttft_split,omitempty"` // concurrency 1, streams
 	Processes  []ProcessRow    `json:"processes,omitempty"`
+	Peers      []PeerRow       `json:"peers,omitempty"`
 	Failover   []FailoverRow   `json:"failover"` // the hang rows too
 	Breaker    *BreakerResult  `json:"breaker,omitempty"`
 	Throughput []ThroughputRow `json:"throughput,omitempty"`
@@ -209,6 +214,7 @@ type section struct {
 var sections = []section{
 	{"overhead", (*bencher).overhead},
 	{"processes", (*bencher).processes},
+	{"peers", (*bencher).peers},
 	{"failover", (*bencher).failover},
 	{"hang", (*bencher).hang},
 	{"breaker", (*bencher).breaker},

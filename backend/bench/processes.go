@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 
@@ -53,66 +54,21 @@ func (b *bencher) processes(ctx context.Context) error {
 // sends its headers at once or with its first token, and measures the
 // three paths, interleaved request by request.
 func (b *bencher) processRows(ctx context.Context, headLate bool) (rows []ProcessRow, err error) {
-	dir, err := os.MkdirTemp(b.o.TempDir, "processes-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	var children []*child
-	defer func() {
-		for _, c := range slices.Backward(children) {
-			if e := c.stop(); e != nil && err == nil {
-				err = e
-			}
-		}
-	}()
-	start := func(spec childSpec) (*child, error) {
-		c, err := startChild(ctx, b.o.Executable, spec)
-		if err == nil {
-			children = append(children, c)
-		}
-		return c, err
-	}
-	up, err := start(childSpec{Role: "upstream", HeadWithFirstToken: headLate})
-	if err != nil {
-		return nil, err
-	}
-	px, err := start(childSpec{Role: "proxy", Target: up.url()})
-	if err != nil {
-		return nil, err
-	}
-	setup := experiment.Setup{DefaultModel: upID, Candidates: []fleet.Candidate{{
-		ID: upID, Provider: fleet.ProviderOpenAI, URL: up.url() + "/v1", Model: upID, Priority: 1,
-		Enabled: true, Local: true, Slots: simfleet.DefaultParallel,
-	}}}
-	cfgPath, dbPath, err := setup.Files(dir)
-	if err != nil {
-		return nil, err
-	}
-	sy, err := start(childSpec{Role: "switchyard", Config: cfgPath, DB: dbPath})
-	if err != nil {
-		return nil, err
-	}
-	clients := [3]*experiment.Client{
-		experiment.NewClient(up.url()+"/v1", 1),
-		experiment.NewClient(px.url()+"/v1", 1),
-		experiment.NewClient(sy.url()+"/v1", 1),
-	}
-	defer func() {
-		for _, c := range clients {
-			c.CloseIdle()
-		}
-	}()
+	err = b.withProcesses(ctx, headLate, func(ps *processes) error {
+		rows, err = b.measureProcessRows(ctx, headLate, ps)
+		return err
+	})
+	return rows, err
+}
+
+func (b *bencher) measureProcessRows(ctx context.Context, headLate bool, ps *processes) (rows []ProcessRow, err error) {
 	var paths []path
 	for _, stream := range modes {
-		for i, c := range clients {
+		for i, c := range ps.clients {
 			paths = append(paths, newPath(pathNames[i], c, upID, stream))
 		}
 	}
-	// A fresh process pays for its first requests (its heap, its
-	// connections, its code's first pages): settle them before measuring.
-	interleave(ctx, paths, 1, min(processWarm, max(16, b.sz.Overhead/10)))
-	got := interleave(ctx, paths, 1, b.sz.Overhead)
+	got := b.measureProcesses(ctx, paths)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -126,6 +82,104 @@ func (b *bencher) processRows(ctx context.Context, headLate bool) (rows []Proces
 			row.Direct.Total.P50, row.ProxyTotal.P50, row.SwitchyardTotal.P50)
 	}
 	return rows, nil
+}
+
+// processes are the upstream, the bare proxy and Switchyard, each a child
+// process, with a client for each (direct, bare proxy, Switchyard:
+// pathNames' order) and a directory for what they need.
+type processes struct {
+	dir      string
+	up       *child
+	children []*child
+	clients  [3]*experiment.Client
+}
+
+// withProcesses runs f with the three processes started in front of an
+// upstream that sends its headers at once or with its first token, and
+// stops them after.
+func (b *bencher) withProcesses(ctx context.Context, headLate bool, f func(*processes) error) (err error) {
+	ps, err := b.startProcesses(ctx, headLate)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if e := ps.close(); e != nil && err == nil {
+			err = e
+		}
+	}()
+	return f(ps)
+}
+
+// startProcesses starts the three processes in front of an upstream that
+// sends its headers at once or with its first token.
+func (b *bencher) startProcesses(ctx context.Context, headLate bool) (_ *processes, err error) {
+	dir, err := os.MkdirTemp(b.o.TempDir, "processes-")
+	if err != nil {
+		return nil, err
+	}
+	ps := &processes{dir: dir}
+	defer func() {
+		if err != nil {
+			ps.close()
+		}
+	}()
+	start := func(spec childSpec) (*child, error) {
+		c, err := startChild(ctx, b.o.Executable, spec)
+		if err == nil {
+			ps.children = append(ps.children, c)
+		}
+		return c, err
+	}
+	if ps.up, err = start(childSpec{Role: "upstream", HeadWithFirstToken: headLate}); err != nil {
+		return nil, err
+	}
+	px, err := start(childSpec{Role: "proxy", Target: ps.up.url()})
+	if err != nil {
+		return nil, err
+	}
+	setup := experiment.Setup{DefaultModel: upID, Candidates: []fleet.Candidate{{
+		ID: upID, Provider: fleet.ProviderOpenAI, URL: ps.up.url() + "/v1", Model: upID, Priority: 1,
+		Enabled: true, Local: true, Slots: simfleet.DefaultParallel,
+	}}}
+	cfgPath, dbPath, err := setup.Files(dir)
+	if err != nil {
+		return nil, err
+	}
+	sy, err := start(childSpec{Role: "switchyard", Config: cfgPath, DB: dbPath})
+	if err != nil {
+		return nil, err
+	}
+	ps.clients = [3]*experiment.Client{
+		experiment.NewClient(ps.up.url()+"/v1", 1),
+		experiment.NewClient(px.url()+"/v1", 1),
+		experiment.NewClient(sy.url()+"/v1", 1),
+	}
+	return ps, nil
+}
+
+// close stops the processes, the last started first, and removes their
+// directory.
+func (ps *processes) close() error {
+	var errs []error
+	for _, c := range ps.clients {
+		if c != nil {
+			c.CloseIdle()
+		}
+	}
+	for _, c := range slices.Backward(ps.children) {
+		errs = append(errs, c.stop())
+	}
+	errs = append(errs, os.RemoveAll(ps.dir))
+	return errors.Join(errs...)
+}
+
+// measureProcesses settles paths through fresh processes and then
+// measures them at concurrency 1, interleaved.
+func (b *bencher) measureProcesses(ctx context.Context, paths []path) [][]experiment.Answer {
+	// A fresh process pays for its first requests (its heap, its
+	// connections, its code's first pages): settle them first.
+	interleave(ctx, paths, 1, min(processWarm, max(16, b.sz.Overhead/10)))
+	return interleave(ctx, paths, 1, b.sz.Overhead)
 }
 
 // processWarm is the most requests per path that settle fresh processes

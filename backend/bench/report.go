@@ -356,6 +356,38 @@ func (r *Report) tables() []table {
 		}
 		ts = append(ts, t)
 	}
+	if len(r.Peers) > 0 {
+		t := table{title: "Peers: Switchyard beside Olla and llama-swap, built from their sources (docs/DESIGN.md, \"Beside its peers\"), each in a process of its own in front of the same upstream process; concurrency 1, interleaved request by request; beside each router's added latency, its ratio to the bare proxy's",
+			head: []string{"upstream", "request", "path", "n", "TTFT p50", "TTFT p99", "total p50", "total p99", "added TTFT p50", "added total p50"}}
+		for _, row := range r.Peers {
+			ttft := []string{"—", "—", "—"}
+			var proxy *PeerRow
+			for i := range r.Peers {
+				if p := &r.Peers[i]; p.Path == pathNames[1] && p.Stream == row.Stream && p.HeadWithFirstToken == row.HeadWithFirstToken {
+					proxy = p
+				}
+			}
+			added := func(v float64, base func(*PeerRow) float64) string {
+				switch {
+				case row.Path == pathNames[0]:
+					return ""
+				case proxy == nil || row.Path == pathNames[1]:
+					return fmtAdded(v)
+				}
+				return fmtAddedVs(v, base(proxy))
+			}
+			if row.AddedTTFT != nil {
+				ttft = []string{fmtUS(row.Timing.TTFT.P50), fmtUS(row.Timing.TTFT.P99), added(row.AddedTTFT.P50, func(p *PeerRow) float64 { return p.AddedTTFT.P50 })}
+			}
+			name := row.Path
+			if name == pathNames[2] {
+				name = switchyardPath
+			}
+			t.rows = append(t.rows, []string{headName(row.HeadWithFirstToken), modeName(row.Stream), name, fmt.Sprint(row.Timing.Total.N), ttft[0], ttft[1],
+				fmtUS(row.Timing.Total.P50), fmtUS(row.Timing.Total.P99), ttft[2], added(row.AddedTotal.P50, func(p *PeerRow) float64 { return p.AddedTotal.P50 })})
+		}
+		ts = append(ts, t)
+	}
 	if len(r.Failover) > 0 {
 		t := table{title: fmt.Sprintf("Failover: the primary failing vs the fallback as first choice, through the same Switchyard; TTFT of streams, total of non-stream requests; concurrency 1 (hang: %d)", hangConcurrency),
 			head: []string{"fault", "request", "n", "failover p50", "p99", "fallback first p50", "p99", "cost p50", "cost p99", "not served by fallback"}}

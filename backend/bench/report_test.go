@@ -479,3 +479,38 @@ func TestFiguresRatioAtTheBound(t *testing.T) {
 		}
 	}
 }
+
+// The peers table gives each router's added latency with its ratio to
+// the bare proxy's, and the bare proxy's and the direct path's alone.
+func TestPeersTable(t *testing.T) {
+	r := &Report{}
+	for i, name := range append(pathNames[:], peerNames...) {
+		add := float64(100 * i)
+		r.Peers = append(r.Peers, PeerRow{Stream: true, Path: name, Timing: timingOf(true, 1000+add, 2000, 1100+add, 2100),
+			AddedTTFT: &Added{P50: add}, AddedTotal: Added{P50: add}})
+	}
+	var ts []table
+	for _, tb := range r.tables() {
+		if strings.HasPrefix(tb.title, "Peers:") {
+			ts = append(ts, tb)
+		}
+	}
+	if len(ts) != 1 || len(ts[0].rows) != 5 {
+		t.Fatalf("peers tables %+v; want one of five rows", ts)
+	}
+	want := [][2]string{{"", ""}, {"+100 µs", "+100 µs"}, {"+200 µs (2.00×)", "+200 µs (2.00×)"}, {"+300 µs (3.00×)", "+300 µs (3.00×)"}, {"+400 µs (4.00×)", "+400 µs (4.00×)"}}
+	for i, row := range ts[0].rows {
+		if got := [2]string{row[8], row[9]}; got != want[i] {
+			t.Errorf("row %d (%s): added %q; want %q", i, row[2], got, want[i])
+		}
+	}
+}
+
+// A peers directory without the peers' binaries is refused, naming what
+// is missing.
+func TestPeersDirectoryChecked(t *testing.T) {
+	_, err := Run(t.Context(), Options{Sizes: Tiny(), TempDir: t.TempDir(), Only: []string{"peers"}, Executable: "unused", Peers: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "the peers' directory has no config/profiles") {
+		t.Fatalf("Run with an empty peers directory = %v; want it to name what is missing", err)
+	}
+}
