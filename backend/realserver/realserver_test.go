@@ -2,7 +2,9 @@ package realserver_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,6 +31,26 @@ func post(t *testing.T, url, body string) (int, string) {
 		t.Fatalf("POST %s: read: %v", url, err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// firstRead posts body to root+path on a connection of its own and
+// returns what its first read brings.
+func firstRead(t *testing.T, root, path, body string) string {
+	t.Helper()
+	host := strings.TrimPrefix(root, "http://")
+	conn, err := net.DialTimeout("tcp", host, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, host, len(body), body)
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 64<<10)
+	n, err := conn.Read(buf)
+	if err != nil {
+		t.Fatalf("POST %s: read: %v", path, err)
+	}
+	return string(buf[:n])
 }
 
 // checkGone fails t for every pid that still runs.
@@ -90,6 +112,18 @@ func TestOllama(t *testing.T) {
 		`{"model":"tiny","messages":[{"role":"user","content":"hi"}],"stream":false,"options":{"num_predict":8,"seed":1}}`)
 	if st != 200 || !strings.Contains(body, `"done":true`) {
 		t.Fatalf("chat: %d %s", st, body)
+	}
+
+	// Ollama sends a stream's headers and its first chunk in one write, on
+	// both its APIs (FINDINGS.md §14): what simfleet.HeadWithFirstToken
+	// copies.
+	for _, c := range []struct{ path, body, token string }{
+		{"/api/chat", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"stream":true,"options":{"num_predict":4,"seed":1}}`, `"message":{"role":"assistant","content":"`},
+		{"/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"stream":true,"max_tokens":4,"seed":1}`, `"delta":{"role":"assistant","content":"`},
+	} {
+		if got := firstRead(t, s.Root, c.path, c.body); !strings.HasPrefix(got, "HTTP/1.1 200 OK\r\n") || !strings.Contains(got, c.token) {
+			t.Errorf("%s: the first read of a stream is %q; want its headers and its first chunk", c.path, got)
+		}
 	}
 
 	// The runner (a llama-server) must be among the server's processes.
