@@ -29,7 +29,7 @@ func headName(withFirstToken bool) string {
 	if withFirstToken {
 		return "headers with the first token (as Ollama)"
 	}
-	return "headers at once (as llama-server, vLLM)"
+	return "headers at once (as llama-server)"
 }
 
 // processes measures the three paths in both modes at concurrency 1, with

@@ -96,8 +96,9 @@ type Config struct {
 	// until its first event, and sends them together in one write, as
 	// Ollama does on /api/chat and on its /v1 alike (its handler writes
 	// nothing before the first chunk). By default the headers go out at
-	// once and the first token TTFT later, as llama-server and vLLM send
-	// theirs. Faults that say they send the headers still send them.
+	// once and the first token TTFT later, as llama-server sends its own
+	// when a slot takes the request. Faults that say they send the
+	// headers still send them.
 	HeadWithFirstToken bool
 	// TokenGap is the delay between two tokens. Zero: none.
 	TokenGap time.Duration
