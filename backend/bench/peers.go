@@ -62,24 +62,21 @@ func (b *bencher) peers(ctx context.Context) error {
 		}
 	}
 	for _, late := range headTimings {
-		rows, err := b.peerRows(ctx, late)
+		err := b.withProcesses(ctx, late, func(ps *processes) error {
+			rows, err := b.peerRows(ctx, late, ps)
+			b.rep.Peers = append(b.rep.Peers, rows...)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		b.rep.Peers = append(b.rep.Peers, rows...)
 	}
 	return nil
 }
 
-func (b *bencher) peerRows(ctx context.Context, headLate bool) (rows []PeerRow, err error) {
-	err = b.withProcesses(ctx, headLate, func(ps *processes) error {
-		rows, err = b.measurePeerRows(ctx, headLate, ps)
-		return err
-	})
-	return rows, err
-}
-
-func (b *bencher) measurePeerRows(ctx context.Context, headLate bool, ps *processes) (rows []PeerRow, err error) {
+// peerRows starts the peers in front of the upstream of ps and measures
+// them and the three paths of ps, interleaved request by request.
+func (b *bencher) peerRows(ctx context.Context, headLate bool, ps *processes) (rows []PeerRow, err error) {
 	urls, stop, err := startPeers(ctx, b.o.Peers, ps.dir, ps.up.url())
 	if err != nil {
 		return nil, err

@@ -14,8 +14,7 @@ import (
 // ProcessRow is the overhead at concurrency 1 with the upstream, the bare
 // proxy and Switchyard each in a process of its own (child.go), for one
 // kind of upstream: one that sends its headers at once, as llama-server
-// and vLLM do, or one that sends them with its first token, as Ollama
-// does.
+// does, or one that sends them with its first token, as Ollama does.
 type ProcessRow struct {
 	HeadWithFirstToken bool `json:"head_with_first_token"`
 	OverheadRow
@@ -41,27 +40,23 @@ func (b *bencher) processes(ctx context.Context) error {
 		return nil
 	}
 	for _, late := range headTimings {
-		rows, err := b.processRows(ctx, late)
+		err := b.withProcesses(ctx, late, func(ps *processes) error {
+			rows, err := b.processRows(ctx, late, ps)
+			b.rep.Processes = append(b.rep.Processes, rows...)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		b.rep.Processes = append(b.rep.Processes, rows...)
 	}
 	return nil
 }
 
-// processRows starts the three processes in front of an upstream that
-// sends its headers at once or with its first token, and measures the
-// three paths, interleaved request by request.
-func (b *bencher) processRows(ctx context.Context, headLate bool) (rows []ProcessRow, err error) {
-	err = b.withProcesses(ctx, headLate, func(ps *processes) error {
-		rows, err = b.measureProcessRows(ctx, headLate, ps)
-		return err
-	})
-	return rows, err
-}
-
-func (b *bencher) measureProcessRows(ctx context.Context, headLate bool, ps *processes) (rows []ProcessRow, err error) {
+// processRows measures the three paths of ps, in front of an upstream
+// that sends its headers at once or with its first token, interleaved
+// request by request.
+func (b *bencher) processRows(ctx context.Context, headLate bool, ps *processes) ([]ProcessRow, error) {
+	var rows []ProcessRow
 	var paths []path
 	for _, stream := range modes {
 		for i, c := range ps.clients {
