@@ -52,26 +52,16 @@ func (b *bencher) peers(ctx context.Context) error {
 	if b.o.Peers == "" {
 		return nil
 	}
-	if b.o.Executable == "" {
-		b.rep.Notes = append(b.rep.Notes, "peers: left out, since this run has no executable to start the processes from (Options.Executable).")
-		return nil
-	}
 	for _, name := range append([]string{filepath.Join("config", "profiles")}, peerNames...) {
 		if _, err := os.Stat(filepath.Join(b.o.Peers, name)); err != nil {
 			return fmt.Errorf("the peers' directory has no %s: %w", name, err)
 		}
 	}
-	for _, late := range headTimings {
-		err := b.withProcesses(ctx, late, func(ps *processes) error {
-			rows, err := b.peerRows(ctx, late, ps)
-			b.rep.Peers = append(b.rep.Peers, rows...)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.eachUpstream(ctx, "peers", func(late bool, ps *processes) error {
+		rows, err := b.peerRows(ctx, late, ps)
+		b.rep.Peers = append(b.rep.Peers, rows...)
+		return err
+	})
 }
 
 // peerRows starts the peers in front of the upstream of ps and measures

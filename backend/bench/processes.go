@@ -35,21 +35,11 @@ func headName(withFirstToken bool) string {
 // the upstream, the bare proxy and Switchyard each in a process of its
 // own, for each kind of upstream (headTimings).
 func (b *bencher) processes(ctx context.Context) error {
-	if b.o.Executable == "" {
-		b.rep.Notes = append(b.rep.Notes, "processes: left out, since this run has no executable to start the processes from (Options.Executable).")
-		return nil
-	}
-	for _, late := range headTimings {
-		err := b.withProcesses(ctx, late, func(ps *processes) error {
-			rows, err := b.processRows(ctx, late, ps)
-			b.rep.Processes = append(b.rep.Processes, rows...)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.eachUpstream(ctx, "processes", func(late bool, ps *processes) error {
+		rows, err := b.processRows(ctx, late, ps)
+		b.rep.Processes = append(b.rep.Processes, rows...)
+		return err
+	})
 }
 
 // processRows measures the three paths of ps, in front of an upstream
@@ -89,10 +79,26 @@ type processes struct {
 	clients  [3]*experiment.Client
 }
 
+// eachUpstream runs f, for each kind of upstream (headTimings), with the
+// three processes started in front of it, and stops them after. A run
+// with no executable to start them from leaves section out, with a note.
+func (b *bencher) eachUpstream(ctx context.Context, section string, f func(headLate bool, ps *processes) error) error {
+	if b.o.Executable == "" {
+		b.rep.Notes = append(b.rep.Notes, section+": left out, since this run has no executable to start the processes from (Options.Executable).")
+		return nil
+	}
+	for _, late := range headTimings {
+		if err := b.withProcesses(ctx, late, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // withProcesses runs f with the three processes started in front of an
 // upstream that sends its headers at once or with its first token, and
 // stops them after.
-func (b *bencher) withProcesses(ctx context.Context, headLate bool, f func(*processes) error) (err error) {
+func (b *bencher) withProcesses(ctx context.Context, headLate bool, f func(bool, *processes) error) (err error) {
 	ps, err := b.startProcesses(ctx, headLate)
 	if err != nil {
 		return err
@@ -102,7 +108,7 @@ func (b *bencher) withProcesses(ctx context.Context, headLate bool, f func(*proc
 			err = e
 		}
 	}()
-	return f(ps)
+	return f(headLate, ps)
 }
 
 // startProcesses starts the three processes in front of an upstream that
