@@ -642,3 +642,52 @@ func TestOllamaCallerGetsToolCallIDs(t *testing.T) {
 		}
 	}
 }
+
+// A load (empty messages, empty prompt) goes where a chat would be served:
+// past a first choice that does not answer, answers with a server error or
+// lacks the model, with the routing headers; `ollama run auto` preloads
+// that way before its first chat.
+func TestLoadGoesWhereAChatWould(t *testing.T) {
+	loaded := reply{contentType: "application/json", body: `{"model":"tiny","created_at":"2026-11-30T20:00:00Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"load"}`}
+	live := newUpstream(t, map[string]reply{"POST /api/chat": loaded, "POST /api/generate": loaded})
+	sick := newUpstream(t, map[string]reply{"POST /api/chat": {status: 500, contentType: "application/json", body: `{"error":"llama runner process has terminated"}`}})
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	dead := fleet.Candidate{ID: "dead", Provider: fleet.ProviderOllama, URL: gone.URL, Model: "tiny", Priority: 1}
+	missing := ollamaCand(newUpstream(t, map[string]reply{}), "missing", "tiny") // the fake's 404
+	ill, ok := ollamaCand(sick, "ill", "tiny"), ollamaCand(live, "ok", "tiny")
+	missing.Priority, ill.Priority, ok.Priority = 2, 3, 4
+	s := fleetServer(t, dead, missing, ill, ok)
+
+	for _, tt := range []struct{ path, body string }{
+		{"/api/chat", `{"model":"auto","messages":[]}`},
+		{"/api/generate", `{"model":"auto"}`},
+		{"/api/chat", `{"model":"dead","messages":[],"keep_alive":"5m"}`},
+	} {
+		w := do(s, "POST", tt.path, tt.body, nil)
+		h := w.Header()
+		if w.Code != 200 || !strings.Contains(w.Body.String(), `"done_reason":"load"`) || h.Get("X-Switchyard-Served-Model") != "ok" ||
+			h.Get("X-Switchyard-Fallback") != "true" || h.Get("X-Switchyard-Request-Id") == "" {
+			t.Errorf("%s %s = %d %s %v; want the load from ok, a fallback", tt.path, tt.body, w.Code, w.Body, h)
+		}
+		if why := h.Get("X-Switchyard-Fallback-Reason"); why != "dead did not answer; missing answered with an error (HTTP 404); ill answered with an error (HTTP 500)" && tt.path == "/api/chat" {
+			t.Errorf("%s reason %q", tt.path, why)
+		}
+		if got := live.last(); got.path != tt.path || !sameJSON(got.body["model"], `"tiny"`) {
+			t.Errorf("ok's server got %s %s", got.path, got.raw)
+		}
+	}
+	if !sameJSON(live.last().body["keep_alive"], `"5m"`) {
+		t.Errorf("keep_alive not passed on: %s", live.last().raw)
+	}
+	if w := do(s, "POST", "/api/chat", `{"model":"ok","messages":[]}`, nil); w.Code != 200 || w.Header().Get("X-Switchyard-Fallback") != "false" {
+		t.Errorf("load of the first choice = %d, fallback %q", w.Code, w.Header().Get("X-Switchyard-Fallback"))
+	}
+
+	s = fleetServer(t, dead, ill)
+	w := do(s, "POST", "/api/chat", `{"model":"auto","messages":[]}`, nil)
+	if w.Code != 503 || w.Body.String() != `{"error":"no candidate could load the model: dead did not answer; ill answered with an error (HTTP 500)"}`+"\n" ||
+		w.Header().Get("Retry-After") == "" {
+		t.Errorf("no server loads = %d %q", w.Code, w.Body)
+	}
+}

@@ -572,25 +572,48 @@ func ollamaWhole(req *fleet.Request, ans *answer, gen bool, took time.Duration) 
 }
 
 // ollamaLoad answers a chat without messages or a generation without a
-// prompt: Ollama loads the model (keep_alive 0: unloads it). An Ollama
-// candidate's server is asked to; a server of another kind keeps its model
-// loaded, so there is nothing to do but say so.
+// prompt: Ollama loads the model (keep_alive 0: unloads it). It goes to the
+// candidate a chat naming model would be served by: the first that may
+// take a request now, in the chain's order, and the next when a server
+// does not answer, answers with a server error or lacks the model, so that preloading
+// `auto` (`ollama run auto`) works while the first choice is down. An
+// Ollama candidate's server is asked to load; a server of another kind
+// keeps its model loaded, so there is nothing to do but say so. Loads are
+// not recorded in the history and count against no breaker.
 func (s *Server) ollamaLoad(w http.ResponseWriter, r *http.Request, model string, fields map[string]json.RawMessage, gen bool) {
 	if err := checkModel(model); err != nil {
 		writeOllamaError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	c, err := s.o.Router.Resolve(model, false)
-	if err != nil {
-		s.ollamaNotFound(w, model, err)
-		return
+	first, err := s.o.Router.Resolve(model, false)
+	if err == nil {
+		var cands []fleet.Candidate
+		if cands, err = s.o.Router.Available(model); err == nil {
+			s.loadFirst(w, r, first, cands, fields, gen)
+			return
+		}
+	}
+	s.ollamaNotFound(w, model, err)
+}
+
+// loadFirst asks cands in turn to load their model, as ollamaLoad says,
+// and answers with the first that does.
+func (s *Server) loadFirst(w http.ResponseWriter, r *http.Request, first fleet.Candidate, cands []fleet.Candidate, fields map[string]json.RawMessage, gen bool) {
+	var why []string
+	if len(cands) == 0 || cands[0].ID != first.ID {
+		why = append(why, first.ID+" is not taking requests now")
 	}
 	path := "/api/chat"
 	if gen {
 		path = "/api/generate"
 	}
-	w.Header().Set("X-Switchyard-Served-Model", c.ID)
-	if c.Provider == fleet.ProviderOllama && s.o.Upstreams != nil {
+	for _, c := range cands {
+		m := &router.Meta{RequestID: router.NewID(), Candidate: c, Fallback: c.ID != first.ID}
+		if c.Provider != fleet.ProviderOllama || s.o.Upstreams == nil {
+			loadHeaders(w.Header(), m, why)
+			writeLoaded(w, c, fields, gen)
+			return
+		}
 		body := map[string]any{"model": c.Model, "stream": false}
 		if !gen {
 			body["messages"] = []any{}
@@ -598,9 +621,42 @@ func (s *Server) ollamaLoad(w http.ResponseWriter, r *http.Request, model string
 		if ka := fields["keep_alive"]; fleet.IsSet(ka) {
 			body["keep_alive"] = ka
 		}
-		s.forward(w, r, c, http.MethodPost, path, body, writeOllamaError)
+		b, _ := json.Marshal(body) // strings and raw JSON always encode
+		h := http.Header{"Content-Type": {"application/json"}, "Accept": {r.Header.Get("Accept")}}
+		resp, err := s.o.Upstreams.Do(r.Context(), c, http.MethodPost, path, h, bytes.NewReader(b))
+		switch {
+		case err != nil:
+			why = append(why, c.ID+" did not answer")
+			if r.Context().Err() != nil {
+				return // the caller went away
+			}
+			continue
+		case resp.StatusCode >= 500 || resp.StatusCode == http.StatusNotFound: // a sick server, or one without the model
+			resp.Body.Close()
+			why = append(why, fmt.Sprintf("%s answered with an error (HTTP %d)", c.ID, resp.StatusCode))
+			continue
+		}
+		loadHeaders(w.Header(), m, why)
+		s.copyAnswer(w, resp)
+		resp.Body.Close()
 		return
 	}
+	w.Header().Set("Retry-After", "1")
+	writeOllamaError(w, http.StatusServiceUnavailable, fleet.ClipTo("no candidate could load the model: "+strings.Join(why, "; "), 4<<10))
+}
+
+// loadHeaders sets a load's routing headers: those of a routed answer,
+// with why the first choice did not load it when another did.
+func loadHeaders(h http.Header, m *router.Meta, why []string) {
+	routeHeaders(h, m)
+	if m.Fallback && len(why) > 0 {
+		h.Set("X-Switchyard-Fallback-Reason", fleet.ClipTo(strings.Join(why, "; "), router.FallbackReasonLimit))
+	}
+}
+
+// writeLoaded answers a load for a server that keeps its model loaded:
+// done, "load" (keep_alive 0: "unload").
+func writeLoaded(w http.ResponseWriter, c fleet.Candidate, fields map[string]json.RawMessage, gen bool) {
 	reason := "load"
 	if ka := strings.TrimSpace(string(fields["keep_alive"])); ka == "0" || ka == `"0"` || ka == `"0s"` {
 		reason = "unload"

@@ -14,24 +14,6 @@ import (
 	"github.com/switchyard/switchyard/backend/router"
 )
 
-// forward sends body (JSON) as method path to c's server and copies the
-// answer to the caller as it comes.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, c fleet.Candidate, method, path string, body any, writeErr func(http.ResponseWriter, int, string)) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		writeErr(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	h := http.Header{"Content-Type": {"application/json"}, "Accept": {r.Header.Get("Accept")}}
-	resp, err := s.o.Upstreams.Do(r.Context(), c, method, path, h, bytes.NewReader(b))
-	if err != nil {
-		writeErr(w, http.StatusBadGateway, fmt.Sprintf("the server of candidate %s (%s) did not answer: %v", c.ID, c.URL, fleet.ClipTo(err.Error(), 300)))
-		return
-	}
-	defer resp.Body.Close()
-	s.copyAnswer(w, resp)
-}
-
 // copyAnswer copies an upstream's answer to the caller, flushing as it
 // comes (an NDJSON or SSE stream stays a stream).
 func (s *Server) copyAnswer(w http.ResponseWriter, resp *http.Response) {
