@@ -317,7 +317,7 @@ func TestParseErrors(t *testing.T) {
 		{"origin wildcard", "allowed_origins: ['*']", "allowed_origins[0]", "list each origin", 1},
 		{"origin wildcard scheme", "allowed_origins: ['*://x']", "allowed_origins[0]", "name the scheme", 1},
 		{"origin pattern with a path", "allowed_origins: ['chrome-extension://*/x']", "allowed_origins[0]", "more than scheme://host[:port]", 1},
-		{"origin bad pattern", "allowed_origins: ['app://[a']", "allowed_origins[0]", "not a valid pattern", 1},
+		{"origin bad host", "allowed_origins: ['app://[a']", "allowed_origins[0]", "is not an origin", 1},
 		{"origin with path", "allowed_origins: [https://a.example, https://b.example/app]", "allowed_origins[1]", "more than scheme://host[:port]", 1},
 		{"origin without scheme", "allowed_origins: [a.example]", "allowed_origins[0]", "is not an origin", 1},
 		{"origin empty item", "allowed_origins: [~]", "allowed_origins[0]", "empty list item", 1},

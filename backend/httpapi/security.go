@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -37,7 +36,7 @@ var LocalAppOrigins = []string{
 type guard struct {
 	hosts     map[string]bool // exact Host values allowed; nil means any (non-loopback bind with a key)
 	origins   map[string]bool // browser origins allowed
-	patterns  []string        // browser origins allowed, with "*" (path.Match)
+	patterns  []string        // browser origins allowed, with "*" (originMatch)
 	keyHash   [32]byte
 	hasKey    bool
 	bodyLimit int64
@@ -67,9 +66,14 @@ func newGuard(listen string, sec Security) *guard {
 	}
 	if fleet.LoopbackHost(host) {
 		g.hosts = make(map[string]bool)
-		for _, name := range []string{"127.0.0.1", "localhost", "[::1]"} {
-			g.hosts[name+":"+port] = true
-			g.origins["http://"+name+":"+port] = true
+		// The loopback names, and the address bound when it is another
+		// (127.0.0.2): what a client of that address sends.
+		for _, name := range []string{"127.0.0.1", "localhost", "[::1]", net.JoinHostPort(host, port)} {
+			if !strings.HasSuffix(name, ":"+port) {
+				name += ":" + port
+			}
+			g.hosts[name] = true
+			g.origins["http://"+name] = true
 		}
 	}
 	// A non-loopback bind requires a key (config validation); any Host may
@@ -233,11 +237,33 @@ func (g *guard) allowed(origin string) bool {
 		return true
 	}
 	for _, p := range g.patterns {
-		if ok, _ := path.Match(p, origin); ok {
+		if originMatch(p, origin) {
 			return true
 		}
 	}
 	return false
+}
+
+// originMatch reports whether origin matches pattern, in which each "*"
+// stands for any text without a "/" and every other character for itself
+// ("http://[::1]:*" is no character class).
+func originMatch(pattern, origin string) bool {
+	lit, rest, star := strings.Cut(pattern, "*")
+	if !star {
+		return pattern == origin
+	}
+	if !strings.HasPrefix(origin, lit) {
+		return false
+	}
+	origin = origin[len(lit):]
+	for i := 0; ; i++ {
+		if originMatch(rest, origin[i:]) {
+			return true
+		}
+		if i == len(origin) || origin[i] == '/' {
+			return false
+		}
+	}
 }
 
 // self reports whether origin is the server's own (the UI served by it).
