@@ -330,8 +330,11 @@ func nodeName(r report, name string) {
 	}
 }
 
+// envName checks the name of a variable that holds a secret. A value
+// that is not a name is likely the secret itself (a key, a connection
+// string with its password), so the error never repeats it.
 func envName(r report, name string) {
 	if name != "" && !isEnvName(name) {
-		r.fail("%q is not an environment variable name (name the variable that holds the key, not the key)", name)
+		r.fail("is not an environment variable name (letters, digits and _): give the name of the variable that holds the secret, not the secret itself")
 	}
 }

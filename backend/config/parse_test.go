@@ -281,7 +281,7 @@ func TestParseErrors(t *testing.T) {
 		{"zero duration", "selection: {open_duration: 0s}", "selection.open_duration", "must be positive", 1},
 		{"negative duration", "selection: {stall_timeout: -1s}", "selection.stall_timeout", "must be positive", 1},
 		{"zero retention", "history: {retention: 0s}", "history.retention", "must be positive", 1},
-		{"team database_env holds a connection string", "team: {database_env: 'postgres://u@db/x'}", "team.database_env", "not an environment variable name", 1},
+		{"team database_env holds a connection string", "team: {database_env: 'postgres://u:S3cret@db/x'}", "team.database_env", "not an environment variable name", 1},
 		{"team node with a space", "team: {node: 'my box'}", "team.node", "contains spaces", 1},
 		{"zero first token timeout", "selection: {first_token_timeout: 0s}", "selection.first_token_timeout", "must be positive", 1},
 		{"zero busy backoff", "selection: {busy_backoff: 0s}", "selection.busy_backoff", "must be positive", 1},
@@ -369,6 +369,12 @@ func TestParseErrors(t *testing.T) {
 			}
 			if tt.line != 0 && fe.Line != tt.line {
 				t.Errorf("Parse(%q) = %q; want line %d", tt.src, err, tt.line)
+			}
+			// A secret put where its variable's name belongs is not repeated.
+			for _, secret := range []string{"S3cret", "sk-abc123"} {
+				if strings.Contains(tt.src, secret) && strings.Contains(err.Error(), secret) {
+					t.Errorf("Parse(%q) = %q repeats the secret", tt.src, err)
+				}
 			}
 			// The message leads with the key path.
 			if tt.path != "" && !strings.HasPrefix(err.Error(), tt.path+": ") {

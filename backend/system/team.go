@@ -34,7 +34,7 @@ func (s *System) openTeam(cfg config.Config) error {
 		Retention: cfg.History.Retention, Logf: s.o.Logf,
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("team.database_env: $%s: %w", env, err)
 	}
 	s.team.Update(cfg.Candidates(s.o.Getenv))
 	return nil

@@ -147,3 +147,18 @@ func TestObserveMarksEvidence(t *testing.T) {
 		t.Errorf("Status().Link before connecting = %q; want offline", st.Link)
 	}
 }
+
+// A connection string pgx can't read, or a JDBC URL, is refused without
+// repeating it: it may hold a password.
+func TestNewRefusesWhatItCannotRead(t *testing.T) {
+	for _, url := range []string{
+		"postgres://u:S3cret@PW@127.0.0.1:notaport/x",
+		"127.0.0.1:5432:team:postgres:S3cretPW",
+		"jdbc:postgresql://127.0.0.1:5432/team?user=u&password=S3cret",
+	} {
+		_, err := New(Options{URL: url, Node: "a"})
+		if err == nil || strings.Contains(err.Error(), "S3cret") || !strings.Contains(err.Error(), "postgres://user:password@host:port/database") {
+			t.Errorf("New(%q) = %v; want an error that shows the form and not the string", url, err)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,9 +165,16 @@ func New(o Options) (*Team, error) {
 	if o.Node == "" {
 		return nil, errors.New("team: no node name")
 	}
+	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(o.URL)), "jdbc:") {
+		// pgx would read it as key=value pairs and connect to the local
+		// socket as the user running Switchyard.
+		return nil, errors.New("a JDBC URL, which PostgreSQL's own clients do not take: write postgres://user:password@host:port/database")
+	}
 	cfg, err := pgx.ParseConfig(o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("team: connection string: %w", err)
+		// pgx's error repeats the string, its password masked only where
+		// it could parse it: none of it is said.
+		return nil, errors.New("not a PostgreSQL connection string: write postgres://user:password@host:port/database, or host=... port=... dbname=... pairs")
 	}
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > o.OpTimeout {
 		cfg.ConnectTimeout = o.OpTimeout
