@@ -408,7 +408,10 @@ func (e *evidence) fold(self string, r row, age time.Duration, now time.Time) {
 
 // Remote is the other nodes' evidence about c's server (router.Evidence).
 // A report holds until its own time is up, by this node's clock, and not
-// past a success this node saw there after it.
+// past a success this node saw there after it. One node's report makes the
+// server suspect; reports of two nodes or more that held at the same time
+// keep it out until the longest of them runs out (SPEC 6.6), even when
+// the shorter ones ran out first.
 func (t *Team) Remote(c fleet.Candidate, now time.Time) router.Remote {
 	e := t.ev
 	e.mu.Lock()
@@ -422,28 +425,53 @@ func (t *Team) Remote(c fleet.Candidate, now time.Time) router.Remote {
 		okAt = m.okAt
 	}
 	var rm router.Remote
-	var reasons []string
-	failing := 0
+	var failing []string // nodes whose latest word is a failure after okAt
 	for node, h := range e.remote[tg] {
 		if now.Before(h.inflightUntil) {
 			rm.InFlight += h.inflight
 		}
-		if h.status == StatusOK || !now.Before(h.until) || !h.at.After(okAt) {
-			continue
-		}
-		failing++
-		reasons = append(reasons, fmt.Sprintf("node %s: %s since %s", node, strings.ReplaceAll(h.status, "_", " "), h.at.Local().Format("15:04:05")))
-		if h.until.After(rm.Until) {
-			rm.Until = h.until
+		if h.status != StatusOK && h.at.After(okAt) {
+			failing = append(failing, node)
 		}
 	}
-	slices.Sort(reasons)
-	rm.Reason = strings.Join(reasons, "; ")
+	slices.Sort(failing)
+	byNode := e.remote[tg]
+	var current, out []string
+	for _, n := range failing {
+		h := byNode[n]
+		if !now.Before(h.until) {
+			continue
+		}
+		current = append(current, n)
+		for _, m := range failing { // another report that held while this one did
+			if g := byNode[m]; m != n && g.at.Before(h.until) && h.at.Before(g.until) && !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	reasons := func(nodes []string) string {
+		var rs []string
+		for _, n := range nodes {
+			h := byNode[n]
+			rs = append(rs, fmt.Sprintf("node %s: %s since %s", n, strings.ReplaceAll(h.status, "_", " "), h.at.Local().Format("15:04:05")))
+			if h.until.After(rm.Until) {
+				rm.Until = h.until
+			}
+		}
+		return strings.Join(rs, "; ")
+	}
 	switch {
-	case failing >= 2:
-		rm.Out = true
-	case failing == 1:
-		rm.Suspect, rm.Until = true, time.Time{}
+	case len(out) > 0:
+		for _, n := range current {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+		slices.Sort(out)
+		rm.Out, rm.Reason = true, reasons(out)
+	case len(current) == 1:
+		rm.Suspect, rm.Reason = true, reasons(current)
+		rm.Until = time.Time{}
 	}
 	return rm
 }

@@ -49,10 +49,11 @@ func TestRemoteFolding(t *testing.T) {
 		t.Errorf("Remote() after two nodes = %+v; want out until %v", got, now.Add(30*time.Second))
 	}
 
-	// c's report expires after 5 s: suspect again; b's after 30 s: clear.
+	// c's report expires after 5 s: still out, until the longer cool-down
+	// ends; b's after 30 s: clear.
 	now = t0.Add(6 * time.Second)
-	if got := tm.Remote(shared, now); got.Out || !got.Suspect {
-		t.Errorf("Remote() once c's report expired = %+v; want suspect", got)
+	if got := tm.Remote(shared, now); !got.Out || !got.Until.Equal(t0.Add(30*time.Second)) || !strings.Contains(got.Reason, "node c: probe failed") {
+		t.Errorf("Remote() once c's report expired = %+v; want out until %v, naming both nodes", got, t0.Add(30*time.Second))
 	}
 	now = t0.Add(31 * time.Second)
 	if got := tm.Remote(shared, now); got.Out || got.Suspect {
@@ -69,6 +70,15 @@ func TestRemoteFolding(t *testing.T) {
 	ev.fold("a", report(3, "b", StatusOK, 0), 0, now)
 	if got := tm.Remote(shared, now); got.Suspect {
 		t.Errorf("Remote() after b's ok = %+v; want nothing", got)
+	}
+
+	// Reports that never held at the same time keep nothing out: each
+	// makes the server suspect in its turn.
+	ev.fold("a", report(4, "b", StatusBreakerOpen, 5*time.Second), 0, now)
+	now = now.Add(6 * time.Second)
+	ev.fold("a", report(2, "c", StatusBreakerOpen, 5*time.Second), 0, now)
+	if got := tm.Remote(shared, now); got.Out || !got.Suspect || strings.Contains(got.Reason, "node b") {
+		t.Errorf("Remote() after two reports one after the other = %+v; want c's suspicion only", got)
 	}
 }
 
