@@ -2,6 +2,8 @@ package history
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -95,4 +97,37 @@ func (s *Store) After(ctx context.Context, c Cursor, limit int) (Batch, error) {
 		return b, fmt.Errorf("history after cursor: %w", err)
 	}
 	return b, nil
+}
+
+// ShipFrom returns where node's shipping of this file starts, given the
+// cursor the team's database holds for node (team): the lower of the two
+// where this file has shipped under that name before (the database may
+// have lost a batch, or hold another file's cursor), and this file's
+// beginning where it has not (a new file, or a table a sweep emptied, whose
+// numbering started over). A file shipped from before it could say so
+// trusts team. Shipping takes every row idempotently, so a start too
+// early doubles nothing.
+func (s *Store) ShipFrom(ctx context.Context, node string, team Cursor) (Cursor, error) {
+	var l Cursor
+	err := s.db.QueryRowContext(ctx, `SELECT request_rowid, breaker_id FROM team_shipped
+		WHERE node IN (?, '*') ORDER BY node = '*' LIMIT 1`, node).Scan(&l.Request, &l.Breaker)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Cursor{}, nil
+	case err != nil:
+		return Cursor{}, fmt.Errorf("history shipped cursor: %w", err)
+	}
+	return Cursor{Request: min(l.Request, team.Request), Breaker: min(l.Breaker, team.Breaker)}, nil
+}
+
+// Shipped notes that node's records of this file up to c are in the
+// team's database (ShipFrom).
+func (s *Store) Shipped(ctx context.Context, node string, c Cursor) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO team_shipped (node, request_rowid, breaker_id) VALUES (?, ?, ?)
+		ON CONFLICT (node) DO UPDATE SET request_rowid = excluded.request_rowid, breaker_id = excluded.breaker_id`,
+		node, c.Request, c.Breaker)
+	if err != nil {
+		return fmt.Errorf("history shipped cursor: %w", err)
+	}
+	return nil
 }

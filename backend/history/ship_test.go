@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"database/sql"
 	"slices"
 	"testing"
 	"time"
@@ -50,5 +51,72 @@ func TestAfterPagesInWriteOrder(t *testing.T) {
 	b, err = s.After(ctx, Cursor{Request: end.Request + 10, Breaker: end.Breaker + 10}, 10)
 	if err != nil || len(b.Requests) != 3 || len(b.Breakers) != 1 {
 		t.Errorf("After(past the end) = %d requests, %d breakers, %v; want 3, 1 from the start", len(b.Requests), len(b.Breakers), err)
+	}
+}
+
+// ShipFrom: a new file ships from its beginning whatever the team's
+// cursor says (it counts in another file); a file that shipped before
+// starts at the lower of its own and the team's; a sweep that empties a
+// table starts its shipping over; a file shipped from before 0006
+// trusts the team's cursor.
+func TestShipFromCountsInThisFile(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{now: t0}
+	s, path := openTemp(t, Options{Now: c.Now, Retention: 24 * time.Hour, PruneEvery: -1})
+	team := Cursor{Request: 3, Breaker: 2}
+	if got, err := s.ShipFrom(ctx, "a", team); err != nil || got != (Cursor{}) {
+		t.Errorf("ShipFrom() of a new file = %+v, %v; want its beginning", got, err)
+	}
+	if err := s.Shipped(ctx, "a", Cursor{Request: 5, Breaker: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.ShipFrom(ctx, "a", team); got != (Cursor{Request: 3, Breaker: 1}) {
+		t.Errorf("ShipFrom() after Shipped = %+v; want the lower of each, {3 1}", got)
+	}
+	if got, _ := s.ShipFrom(ctx, "b", team); got != (Cursor{}) {
+		t.Errorf("ShipFrom() under another name = %+v; want the beginning", got)
+	}
+
+	mustRecord(t, s, rec("old", t0.Add(-2*time.Hour)))
+	s.RecordBreaker(fleet.BreakerChange{Candidate: "a", From: fleet.BreakerClosed, To: fleet.BreakerOpen, At: t0.Add(23 * time.Hour)})
+	s.settle(ctx)
+	c.Set(t0.Add(24 * time.Hour))
+	if _, err := s.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.ShipFrom(ctx, "a", team); got != (Cursor{Breaker: 1}) {
+		t.Errorf("ShipFrom() once a sweep emptied requests = %+v; want requests from the beginning, {0 1}", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A file that held records when 0006 came trusts the team's cursor.
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"DROP TABLE team_shipped", "PRAGMA user_version = 5", "DELETE FROM requests", "DELETE FROM breaker_events"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s = openAt(t, path, Options{})
+	if got, _ := s.ShipFrom(ctx, "a", team); got != (Cursor{}) {
+		t.Errorf("ShipFrom() of an empty file made before 0006 = %+v; want the beginning", got)
+	}
+	mustRecord(t, s, rec("kept", t0))
+	s.Close()
+	db, _ = sql.Open("sqlite", "file:"+path)
+	for _, q := range []string{"DROP TABLE team_shipped", "PRAGMA user_version = 5"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s = openAt(t, path, Options{})
+	if got, _ := s.ShipFrom(ctx, "a", team); got != team {
+		t.Errorf("ShipFrom() of a file with records made before 0006 = %+v; want the team's %+v", got, team)
 	}
 }

@@ -42,6 +42,11 @@ const (
 	(SELECT id FROM breaker_events WHERE at < ?1 ORDER BY at LIMIT ?2)`
 	sweepRollups = `DELETE FROM rollups WHERE (width, at, candidate) IN
 	(SELECT width, at, candidate FROM rollups WHERE width = ?3 AND at <= ?1 - ?3 LIMIT ?2)`
+	// A table the sweep emptied numbers its next rows from 1 again: the
+	// team's shipping of it starts over (ship.go, ShipFrom).
+	sweepShipped = `UPDATE team_shipped SET
+	request_rowid = CASE WHEN EXISTS (SELECT 1 FROM requests) THEN request_rowid ELSE 0 END,
+	breaker_id = CASE WHEN EXISTS (SELECT 1 FROM breaker_events) THEN breaker_id ELSE 0 END`
 )
 
 // sweep is a sweep under way.
@@ -58,11 +63,13 @@ type sweep struct {
 }
 
 // sweepStmt is a DELETE of a sweep, with its arguments beyond the cutoff
-// and the batch; counted: its rows count in Prune's total.
+// and the batch; counted: its rows count in Prune's total. once: a
+// statement without the cutoff and the batch, run once.
 type sweepStmt struct {
 	q       string
 	args    []driver.Value
 	counted bool
+	once    bool
 }
 
 // pruned is what a sweep reports to the Prune calls that waited for it.
@@ -133,7 +140,7 @@ func (s *Store) beginSweep(done chan pruned, atStart bool) {
 		s.endSweep(err)
 		return
 	}
-	sw.deletes = []sweepStmt{{q: sweepRequests, counted: true}, {q: sweepBreakers, counted: true}}
+	sw.deletes = []sweepStmt{{q: sweepRequests, counted: true}, {q: sweepBreakers, counted: true}, {q: sweepShipped, once: true}}
 	for _, w := range rollupWidths {
 		sw.deletes = append(sw.deletes, sweepStmt{q: sweepRollups, args: []driver.Value{w}})
 	}
@@ -159,11 +166,18 @@ func (s *Store) sweepStep() {
 	case len(sw.deletes) > 0:
 		d := sw.deletes[0]
 		args := append([]driver.Value{sw.cutoff, int64(sw.batch)}, d.args...)
+		if d.once {
+			args = nil
+		}
 		began := time.Now()
 		n, err := s.inTx(d.q, args...)
 		if err != nil {
 			s.endSweep(err)
 			return
+		}
+		if d.once {
+			sw.deletes = sw.deletes[1:]
+			break
 		}
 		if s.cfg.swept != nil {
 			s.cfg.swept(n)

@@ -196,6 +196,37 @@ func TestShippingSurvivesCrashesAndRestarts(t *testing.T) {
 	}
 }
 
+// TestNewHistoryFileShipsFromItsStart: a node that starts on a new history
+// file under its old name (the file deleted, or --db pointed elsewhere)
+// numbers its rows from 1 again. Written while the database was down and
+// past the old file's cursor, they are shipped all the same, none skipped.
+func TestNewHistoryFileShipsFromItsStart(t *testing.T) {
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase()
+	requests := func() int { return count(url, "SELECT count(*) FROM team_requests WHERE node = 'a'") }
+	o := fast(url, "a")
+	o.History = openHistory(t)
+	tm := start(t, o)
+	record(t, o.History.(*history.Store), 0, 3)
+	eventually(t, "3 records shipped", func() bool { return requests() == 3 })
+	tm.Close()
+	// The test cluster commits without waiting for its WAL, which a crash
+	// loses: a checkpoint writes it.
+	if _, err := connect(t, url).Exec(context.Background(), "CHECKPOINT"); err != nil {
+		t.Fatal(err)
+	}
+	pg.Stop()
+	o.History = openHistory(t)
+	record(t, o.History.(*history.Store), 100, 106) // rowids 1 to 6
+	eventually(t, "the records in the new file's tables", func() bool {
+		b, err := o.History.After(context.Background(), history.Cursor{}, 10)
+		return err == nil && len(b.Requests) == 6
+	})
+	start(t, o)
+	pg.Start()
+	eventually(t, "the new file's 6 records shipped too", func() bool { return requests() == 9 })
+}
+
 // TestRetentionDropsWholePartitions: a day past retention goes as a whole
 // partition; today's stays.
 func TestRetentionDropsWholePartitions(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 // NOTHING on its (node, ...) key: a batch whose commit was lost in a
 // failure is shipped again and doubles nothing.
 
-// cursor reads where this node's shipping stands.
+// cursor reads where this node's shipping stands: the database's cursor,
+// as far as it counts in this node's history file.
 func (t *Team) cursor(ctx context.Context, conn *pgx.Conn) (history.Cursor, error) {
 	octx, cancel := t.op(ctx)
 	defer cancel()
@@ -28,6 +29,17 @@ func (t *Team) cursor(ctx context.Context, conn *pgx.Conn) (history.Cursor, erro
 	}
 	if err != nil {
 		return c, fmt.Errorf("shipping cursor: %w", err)
+	}
+	if t.o.History == nil {
+		return c, nil
+	}
+	// The database's cursor may count in another file than this one.
+	c, err = t.o.History.ShipFrom(octx, t.o.Node, c)
+	if err != nil {
+		// The local file is not the link: ship from its beginning, which
+		// doubles nothing.
+		t.o.Logf("team: read where shipping stands: %v", err)
+		return history.Cursor{}, nil
 	}
 	return c, nil
 }
@@ -73,6 +85,9 @@ func (t *Team) ship(ctx context.Context, conn *pgx.Conn, parts partitions, cur *
 	}
 	*cur = b.Next
 	t.shipped.Add(int64(len(b.Requests)))
+	if err := t.o.History.Shipped(octx, t.o.Node, b.Next); err != nil {
+		t.o.Logf("team: note what was shipped: %v", err) // the next start ships again from further back
+	}
 	return len(b.Requests) == t.o.ShipBatch || len(b.Breakers) == t.o.ShipBatch, nil
 }
 

@@ -29,9 +29,12 @@ import (
 // ErrSchemaTooNew: the team database was migrated by a newer Switchyard.
 var ErrSchemaTooNew = errors.New("team database is newer than this binary")
 
-// Source is the node's own history, read for shipping.
+// Source is the node's own history, read for shipping; it keeps how far
+// the team's database holds it (history.Store.ShipFrom).
 type Source interface {
 	After(ctx context.Context, c history.Cursor, limit int) (history.Batch, error)
+	ShipFrom(ctx context.Context, node string, team history.Cursor) (history.Cursor, error)
+	Shipped(ctx context.Context, node string, c history.Cursor) error
 }
 
 // Defaults of Options.
