@@ -35,6 +35,9 @@ func TestRemoteEvidenceExcludesDemotesAndCounts(t *testing.T) {
 			if e.skip.Outcome != fleet.OutcomeSkippedOpen || !strings.Contains(e.skip.Error, "node b: breaker open") {
 				t.Errorf("skip of %s = %s %q; want skipped_open with the reason", id, e.skip.Outcome, e.skip.Error)
 			}
+			if got, want := Reason(*e.skip), "a was skipped: other Switchyards of the team see its server failing"; got != want {
+				t.Errorf("Reason(skip of %s) = %q; want %q", id, got, want)
+			}
 		case e.demoted:
 			got = append(got, id+":demoted")
 			if e.reading == nil || e.reading.Reason != ev["b"].Reason {

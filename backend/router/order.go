@@ -110,7 +110,7 @@ func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error
 		}
 		if rm := r.remote(*c, now); rm.Suspect {
 			// Demoted as GPU pressure is, the reason on record.
-			e.demoted, e.reading = true, &fleet.GPUReading{GPU: -1, Source: "team", Reason: rm.Reason}
+			e.demoted, e.reading = true, &fleet.GPUReading{GPU: -1, Source: TeamSource, Reason: rm.Reason}
 			demoted = append(demoted, e)
 			continue
 		}
@@ -138,7 +138,9 @@ func (r *Router) exclusion(t *Target, br *breaker.Breaker, req *fleet.Request, t
 	if !br.Ready() {
 		o, reason = fleet.OutcomeSkippedOpen, "breaker "+string(br.Snapshot().State)
 	} else if rm := r.remote(*c, now); rm.Out {
-		o, reason = fleet.OutcomeSkippedOpen, "other nodes report it failing: "+rm.Reason
+		a := &fleet.Attempt{Candidate: c.ID, Outcome: fleet.OutcomeSkippedOpen, StartedAt: now, Error: "other nodes report it failing: " + rm.Reason}
+		a.Reading = &fleet.GPUReading{GPU: -1, Source: TeamSource, Reason: rm.Reason} // what Reason words
+		return a
 	} else {
 		v := r.view(*c, now)
 		switch {

@@ -29,6 +29,9 @@ func Reason(a fleet.Attempt) string {
 		}
 		return c + " sent an empty answer"
 	case fleet.OutcomeSkippedOpen:
+		if a.Reading != nil && a.Reading.Source == TeamSource {
+			return c + " was skipped: other Switchyards of the team see its server failing"
+		}
 		return c + " was skipped: it failed repeatedly and is cooling down"
 	case fleet.OutcomeClientAbort:
 		return "the caller went away while " + c + " was answering"
@@ -63,6 +66,10 @@ func Reason(a fleet.Attempt) string {
 	}
 	return c + " failed before its first token"
 }
+
+// TeamSource is the Source of the reading that demotes or skips a
+// candidate for what other nodes of the team report of its server.
+const TeamSource = "team"
 
 // readingWords is a demotion's reading in words: the reading's own reason,
 // which says what was measured against which limit.

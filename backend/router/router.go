@@ -335,6 +335,9 @@ type CandidateState struct {
 	Cold     bool
 	// Pressure is the reading that demotes it, nil when none.
 	Pressure *fleet.GPUReading
+	// Team is what the other nodes of a team report of its server now:
+	// suspect (demoted) or kept out; zero without a team.
+	Team Remote
 }
 
 // States returns every configured candidate in routing order (priority,
@@ -364,6 +367,7 @@ func (r *Router) States() []CandidateState {
 		if r.deps.Pressure != nil {
 			cs.Pressure = r.deps.Pressure.Pressure(c)
 		}
+		cs.Team = r.remote(c, now)
 		out = append(out, cs)
 	}
 	return out

@@ -23,7 +23,7 @@ import (
 // documented are the types that become component schemas, by name: the
 // documents of the endpoints, and the payloads of the events.
 var documented = []any{
-	Status{}, Config{}, ConfigWritten{}, Team{}, TeamRequests{}, Requests{}, Request{}, Attempt{}, Reading{}, Stats{}, Demo{}, DemoServer{}, SetFault{}, Error{},
+	Status{}, Config{}, ConfigWritten{}, Team{}, TeamRequests{}, Requests{}, Request{}, Attempt{}, Reading{}, KeptOut{}, Stats{}, Demo{}, DemoServer{}, SetFault{}, Error{},
 	StatusDelta{}, RequestStarted{}, AttemptStarted{}, AttemptEvent{}, RequestDone{}, BreakerEvent{}, GPUEvent{}, ConfigEvent{},
 }
 

@@ -77,8 +77,21 @@ type Candidate struct {
 	DeadlineMS     int64      `json:"deadline_ms"`
 	Cold           bool       `json:"cold"`
 	TTFT           TTFT       `json:"ttft"`
-	Demoted        bool       `json:"demoted"`
-	Pressure       *Reading   `json:"pressure"`
+	// Demoted: tried last, for its GPU's memory (Pressure) or because
+	// another node of the team reports its server failing (Pressure's
+	// source "team").
+	Demoted  bool     `json:"demoted"`
+	Pressure *Reading `json:"pressure"`
+	// KeptOut: two nodes of the team or more report its server failing,
+	// so it is skipped as an open breaker is, until then; nil when not.
+	KeptOut *KeptOut `json:"kept_out"`
+}
+
+// KeptOut is why a candidate is kept out by its team's reports, and until
+// when.
+type KeptOut struct {
+	Reason string    `json:"reason"`
+	Until  time.Time `json:"until"`
 }
 
 // ServerQueue is what a server reports of its work, from every client.
@@ -244,6 +257,12 @@ func NewStatus(in StatusInput) Status {
 		})
 	}
 	for i, st := range in.Candidates {
+		switch c := &doc.Candidates[i]; {
+		case st.Team.Out:
+			c.KeptOut = &KeptOut{Reason: st.Team.Reason, Until: st.Team.Until}
+		case st.Team.Suspect && st.Pressure == nil:
+			c.Demoted, c.Pressure = true, &Reading{GPU: -1, Source: router.TeamSource, Reason: "another node of the team reports " + st.Team.Reason}
+		}
 		if st.QueueKnown {
 			doc.Candidates[i].ServerQueue = &ServerQueue{Running: st.Running, Waiting: st.Waiting}
 		}

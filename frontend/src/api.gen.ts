@@ -273,6 +273,7 @@ export interface components {
             gpus: number[];
             id: string;
             in_flight: number;
+            kept_out: components["schemas"]["KeptOut"] | null;
             loading: boolean;
             model: string;
             pressure: components["schemas"]["Reading"] | null;
@@ -374,6 +375,11 @@ export interface components {
             memory_used_bytes: number;
             /** Format: double */
             memory_used_pct: number;
+        };
+        KeptOut: {
+            reason: string;
+            /** Format: date-time */
+            until: string;
         };
         Process: {
             name: string;

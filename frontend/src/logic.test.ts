@@ -81,6 +81,7 @@ function cand(id: string, p: Partial<CandidateStatus> = {}): CandidateStatus {
     ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 },
     demoted: false,
     pressure: null,
+    kept_out: null,
     ...p,
   };
 }

@@ -254,7 +254,7 @@ describe('CandidateCard', () => {
   function cand(breaker: Partial<CandidateStatus['breaker']>): CandidateStatus {
     return {
       id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-      supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+      supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null, kept_out: null,
       breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z', ...breaker },
     };
   }
@@ -294,6 +294,21 @@ describe('CandidateCard', () => {
     expect(root.querySelector('[data-testid=countdown-qwen3-8b]')).toBeNull();
     await show(card(cand({ state: 'half_open', remaining_ms: 0 })));
     expect(shown()).toBe(open);
+  });
+
+  it('the team\'s word shows: kept out with its countdown and reasons, or demoted', async () => {
+    const out = { ...cand({}), kept_out: { reason: 'node a: breaker open since 00:25:40; node b: breaker open since 00:25:58', until: new Date(12000).toISOString() } };
+    await show(card(out));
+    const note = root.querySelector('[data-testid=kept-out-qwen3-8b]')!;
+    expect(note.textContent).toContain('Skipped for 12s');
+    expect(note.textContent).toContain('node b: breaker open since 00:25:58');
+    expect(root.textContent).toContain('kept out by the team');
+    const suspect = { ...cand({}), demoted: true, pressure: { gpu: -1, source: 'team', free_bytes: 0, used_bytes: 0, total_bytes: 0, reason: 'another node of the team reports node b: breaker open since 00:25:58' } };
+    await show(card(suspect));
+    expect(root.querySelector('[data-testid=demoted-qwen3-8b]')!.textContent).toBe(
+      'Demoted to the end of the chain: another node of the team reports node b: breaker open since 00:25:58',
+    );
+    expect(root.querySelector('[data-testid=kept-out-qwen3-8b]')).toBeNull();
   });
 
   it('a server busy with other clients\' work says so, apart from its breaker', async () => {
@@ -340,7 +355,7 @@ describe('CandidateCard', () => {
 describe('CandidateCard while a request waits on it', () => {
   const c: CandidateStatus = {
     id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null, kept_out: null,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z' },
   };
   const wait = { requestId: 'r1', candidate: 'qwen3-8b', order: 0, cold: false, deadlineMs: 8000, endsAt: 8000 };
@@ -373,7 +388,7 @@ describe('ChatScreen while the answer waits for its first token', () => {
   const cand = (id: string, priority: number): CandidateStatus => ({
     id, provider: 'ollama', url: '', model: id, priority, enabled: true, supports_thinking: false, embeds: false, embed_only: false,
     busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 0, slots: 0, deadline_ms: 8000, cold: false,
-    ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null,
+    ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null, kept_out: null,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '' },
   });
   const status = { demo: false, default_model: 'qwen3-8b', deep_thinking_model: '', candidates: [cand('qwen3-8b', 1), cand('llama3.2-3b', 2)] } as unknown as Status;

@@ -65,6 +65,11 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, learnAfte
           </Badge>
         )}
         {c.demoted && <Badge tone="warn">demoted</Badge>}
+        {c.kept_out && (
+          <Badge tone="bad" title="Two Switchyards of the team or more see its server failing: skipped as a tripped breaker is">
+            kept out by the team
+          </Badge>
+        )}
         {!c.enabled && <Badge tone="muted">disabled</Badge>}
       </div>
 
@@ -146,6 +151,12 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, learnAfte
       {busy > 0 && (
         <p class="note note-warn small">
           Busy — backed off for <span class="mono">{formatCountdown(busy)}</span>
+        </p>
+      )}
+      {c.kept_out && (
+        <p class="note note-bad small" data-testid={`kept-out-${c.id}`} title={c.kept_out.reason}>
+          Skipped for <span class="mono">{formatCountdown(Math.max(0, Date.parse(c.kept_out.until) - now))}</span>: other
+          Switchyards of the team see its server failing ({c.kept_out.reason})
         </p>
       )}
       {c.demoted && (
