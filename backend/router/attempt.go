@@ -40,6 +40,11 @@ type attempt struct {
 	// queued: the candidate's server was full when the attempt started,
 	// so its wait for a first token is partly a wait in the queue.
 	queued bool
+	// tokened: its first token came (Router.firstToken was told);
+	// extended: its live server was waited for up to the ceiling, the
+	// deadline it then ran under; endStuck is stuckFor as it ended.
+	tokened, extended atomic.Bool
+	endStuck          time.Duration
 	// The stall watchdog of a committed stream, kept lazily (Stream.Recv,
 	// docs/DESIGN.md, "Stall watchdog"): Recv moves stallAt and says
 	// whether it waits for the upstream, and the timer, armed when a wait
@@ -74,10 +79,12 @@ func (ru *run) startAttempt(e *entry, t breaker.Ticket) *attempt {
 	a.queued = ru.r.view(c, time.Now()).saturated
 	a.othersAtStart = int(a.inflight.Add(1)) - 1
 	a.startSeq = m.starts.Add(1)
-	if a.queued && a.last {
-		// The last candidate left is full: wait in its queue rather than
-		// give up on a deadline learned from unqueued answers (a cold
-		// model's deadline may be longer still).
+	if a.queued && a.last && a.liveness == nil {
+		// The last candidate left is full and there is no asking whether
+		// its server is alive: wait in its queue rather than give up on a
+		// deadline learned from unqueued answers (a cold model's deadline
+		// may be longer still). With a liveness check, expire waits so
+		// for a server that is alive, and cuts a frozen one at d.
 		d = max(d, ceiling)
 	}
 	a.rec = fleet.Attempt{
@@ -85,6 +92,7 @@ func (ru *run) startAttempt(e *entry, t breaker.Ticket) *attempt {
 		Deadline: d, Cold: cold, Demoted: e.demoted, Reading: e.reading,
 	}
 	a.born = a.rec.StartedAt
+	ru.r.waitBegan(c.ID, a.born)
 	a.ctx, a.cancel = context.WithCancelCause(ru.ctx)
 	a.timer = time.AfterFunc(d, a.expire)
 	ru.r.observe(fleet.Event{Type: fleet.EventAttemptStarted, At: a.rec.StartedAt, RequestID: ru.id, Attempt: &a.rec})
@@ -122,11 +130,15 @@ func (a *attempt) expire() {
 		ctx, cancel := context.WithTimeout(a.ctx, LivenessBound)
 		p := a.liveness.Check(ctx, a.e.target.Candidate)
 		cancel()
+		if p.Err == nil {
+			a.r.progressed(a.e.target.Candidate.ID, time.Now(), p.Progress)
+		}
 		a.pulse.Store(&p)
 		if p.Err == nil && !p.Idle && a.last && a.stuckFor(time.Now()) == 0 {
 			// The last candidate's server is alive: wait as a direct
 			// request would.
 			if a.phase.CompareAndSwap(phaseChecking, phaseWaiting) {
+				a.extended.Store(true)
 				a.timer.Reset(max(a.ceiling-time.Since(a.rec.StartedAt), 0))
 			}
 			return
@@ -141,7 +153,7 @@ func (a *attempt) expire() {
 // first token, when that is longer than the ceiling; else zero. A server
 // that stays alive but answers nobody is failing after all.
 func (a *attempt) stuckFor(now time.Time) time.Duration {
-	if d := now.Sub(a.r.unansweredSince(a.e.target.Candidate.ID, a.rec.StartedAt)); d >= a.ceiling {
+	if d := a.r.unansweredFor(a.e.target.Candidate.ID, now); d >= a.ceiling {
 		return d
 	}
 	return 0
@@ -195,9 +207,13 @@ func (a *attempt) checkStall() {
 // stopped as soon as it wins, then committed); the first call decides.
 func (a *attempt) stopDeadline() bool {
 	a.timer.Stop()
-	return a.phase.CompareAndSwap(phaseWaiting, phaseCommitted) ||
+	won := a.phase.CompareAndSwap(phaseWaiting, phaseCommitted) ||
 		a.phase.CompareAndSwap(phaseChecking, phaseCommitted) ||
 		a.phase.Load() == phaseCommitted
+	if won && a.tokened.CompareAndSwap(false, true) {
+		a.r.firstToken(a.e.target.Candidate.ID, time.Now())
+	}
+	return won
 }
 
 // probe opens the upstream stream and buffers its events until the first
@@ -254,7 +270,13 @@ func (a *attempt) release() error {
 		a.stream.Close()
 	}
 	a.inflight.Add(-1)
-	a.rec.Duration = time.Since(a.rec.StartedAt)
+	now := time.Now()
+	a.endStuck = a.stuckFor(now) // with this attempt still among those waiting
+	a.r.waitEnded(a.e.target.Candidate.ID, now, a.tokened.Load())
+	a.rec.Duration = now.Sub(a.rec.StartedAt)
+	if a.extended.Load() {
+		a.rec.Deadline = a.ceiling
+	}
 	return cause
 }
 
@@ -277,6 +299,10 @@ type Pulse struct {
 	// answered in 3 ms; 1 of 1 slots busy with work Switchyard did not
 	// send".
 	Evidence string
+	// Progress changes when the server gets on with its work, whoever sent
+	// it ("" when it shows nothing of the kind): a change since the last
+	// check is an answer to someone (Router.progressed).
+	Progress string
 }
 
 // verdictText says what a liveness check found, for the record of an

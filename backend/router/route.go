@@ -67,6 +67,12 @@ type run struct {
 	next      int
 	aggregate bool
 	hedged    bool // a hedge was started: at most one per request
+	// backTo is the first candidate whose live server was only busy when
+	// the request moved on from it (fault queued, a liveness check said so
+	// before the ceiling); wentBack: the request went back to it once every
+	// later candidate had failed.
+	backTo   *entry
+	wentBack bool
 
 	// suspect is the last attempt that failed in a way the request itself
 	// may have caused; its breaker verdict waits for the next attempt
@@ -170,6 +176,15 @@ func (ru *run) commitNext() (*Stream, error) {
 	}
 	if ru.empty != nil {
 		return ru.commitEmpty(), nil
+	}
+	if ru.backTo != nil && !ru.wentBack {
+		// Every candidate after a live server that was only busy failed:
+		// go back to it, the last one now, and wait in its queue as a
+		// request straight to it would (SPEC 2.4), rather than answer 503
+		// where the server alone would answer.
+		ru.wentBack = true
+		ru.plan.entries = append(ru.plan.entries, *ru.backTo)
+		return ru.commitNext()
 	}
 	if len(ru.rec.Attempts) == 0 {
 		return nil, ru.fail(fleet.FailureNoCandidates, fleet.ErrNoCandidates)

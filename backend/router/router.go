@@ -189,11 +189,19 @@ type marks struct {
 	unsupported  map[string]bool // capabilities the server said the model lacks
 	inflight     atomic.Int64
 	starts       atomic.Int64 // attempts ever started on the candidate
-	// lastAnswer is when an attempt on it last had its first token;
-	// unanswered the start of the oldest attempt since then that ended
-	// without one (zero: none). Together they tell how long nothing sent
-	// to it has answered (attempt.stuckFor).
-	lastAnswer, unanswered time.Time
+	// How long nothing sent to it has answered (attempt.stuckFor): waiting
+	// counts the attempts on it that wait for their first token,
+	// answering those that had it and still run (a stream it sends is an
+	// answer); waitingSince is when the present stretch of waiting began
+	// (zero while none waits), and unanswered the waiting of the earlier
+	// stretches since its last answer. Time when nothing waits for it
+	// proves nothing and is not counted. progress is what its server last
+	// showed of its work (Pulse.Progress): a change is an answer to
+	// someone.
+	waiting, answering int
+	waitingSince       time.Time
+	unanswered         time.Duration
+	progress           string
 	// queuedAt and queuedWhy are when an attempt on it last waited behind
 	// work its server was busy with, and the evidence.
 	queuedAt  time.Time
@@ -489,41 +497,91 @@ func (r *Router) Found(id string) {
 	m.missing, m.missingSince = "", time.Time{}
 }
 
-// answered notes that an attempt on candidate id had its first token at
-// now: its server answers.
-func (r *Router) answered(id string, now time.Time) {
+// waitBegan notes that an attempt on candidate id began at start to wait
+// for its first token.
+func (r *Router) waitBegan(id string, start time.Time) {
 	m := r.mark(id)
 	r.marksMu.Lock()
 	defer r.marksMu.Unlock()
-	m.lastAnswer, m.unanswered, m.crashed = now, time.Time{}, false
+	if m.waiting == 0 {
+		m.waitingSince = start
+	}
+	m.waiting++
 }
 
-// unanswered notes that an attempt on candidate id that started at start
-// ended without a first token.
-func (r *Router) unanswered(id string, start time.Time) {
+// firstToken notes that an attempt on candidate id had its first token at
+// now: its server answers, and did not crash on it.
+func (r *Router) firstToken(id string, now time.Time) {
 	m := r.mark(id)
 	r.marksMu.Lock()
 	defer r.marksMu.Unlock()
-	if start.After(m.lastAnswer) && (m.unanswered.IsZero() || start.Before(m.unanswered)) {
-		m.unanswered = start
+	m.waiting--
+	m.answering++
+	m.crashed = false
+	m.answeredAt(now)
+}
+
+// waitEnded notes that an attempt on candidate id ended at now, after its
+// first token (answered: the end of an answer is an answer too) or
+// without one.
+func (r *Router) waitEnded(id string, now time.Time, answered bool) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	if answered {
+		m.answering--
+		m.answeredAt(now)
+		return
+	}
+	m.waiting--
+	if m.waiting == 0 {
+		m.unanswered += now.Sub(m.waitingSince)
+		m.waitingSince = time.Time{}
 	}
 }
 
-// unansweredSince is the time since which nothing sent to candidate id has
-// had a first token, as far as Switchyard sees, for an attempt that started
-// at start and still waits.
-func (r *Router) unansweredSince(id string, start time.Time) time.Time {
+// progressed notes what candidate id's server showed of its work at now
+// (Pulse.Progress): a change since the last check is an answer, to a
+// client Switchyard may not see.
+func (r *Router) progressed(id string, now time.Time, progress string) {
+	if progress == "" {
+		return
+	}
 	m := r.mark(id)
 	r.marksMu.Lock()
 	defer r.marksMu.Unlock()
-	since := start
-	if !m.unanswered.IsZero() && m.unanswered.Before(since) {
-		since = m.unanswered
+	if m.progress != "" && m.progress != progress {
+		m.answeredAt(now)
 	}
-	if m.lastAnswer.After(since) {
-		since = m.lastAnswer
+	m.progress = progress
+}
+
+// answeredAt starts the count of what is unanswered over at now. Under
+// marksMu.
+func (m *marks) answeredAt(now time.Time) {
+	m.unanswered = 0
+	if m.waiting > 0 {
+		m.waitingSince = now
+	} else {
+		m.waitingSince = time.Time{}
 	}
-	return since
+}
+
+// unansweredFor is how long, at now, attempts on candidate id have waited
+// since its server last answered, the time when none waited left out:
+// zero while it sends an answer.
+func (r *Router) unansweredFor(id string, now time.Time) time.Duration {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	if m.answering > 0 {
+		return 0
+	}
+	d := m.unanswered
+	if m.waiting > 0 {
+		d += now.Sub(m.waitingSince)
+	}
+	return d
 }
 
 // BusyShown is how long the status shows a wait behind a server's other

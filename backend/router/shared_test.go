@@ -33,6 +33,12 @@ func (f *fakeLiveness) Check(ctx context.Context, c fleet.Candidate) Pulse {
 	return p
 }
 
+func (f *fakeLiveness) set(id string, p Pulse) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pulse[id] = p
+}
+
 func (f *fakeLiveness) count(id string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -430,4 +436,176 @@ func TestWholeAnswerIsNoSample(t *testing.T) {
 			t.Errorf("samples %+v; want one, not taken for a warm TTFT", samples)
 		}
 	})
+}
+
+// What counts as "answers nobody" (the stuck rule): the time requests to a
+// server waited without any answer from it. Time when Switchyard sent it
+// nothing is not counted; a change in what the server shows of its work
+// (Ollama's expiry times, llama.cpp's slots) is an answer to someone else;
+// a stream it is sending to Switchyard is an answer too.
+func TestStuckCountsOnlyUnansweredWaiting(t *testing.T) {
+	hung := script{steps: []step{{block: true}}}
+	t.Run("a change in the server's work between two requests is an answer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(map[string]script{"a": hung})
+			fl := firstOf(f, 1, 5*time.Second)
+			rec := &memRecorder{}
+			working := Pulse{Evidence: "alive: /api/ps answered in 1 ms", Progress: "ollama a@1"}
+			live := &fakeLiveness{pulse: map[string]Pulse{"a": working}, checks: map[string]int{}}
+			r := New(fl, Deps{Recorder: rec, Deadlines: &spyDeadlines{d: 300 * time.Millisecond}, Liveness: live})
+			// Another client's long job: the only candidate is waited for to
+			// the ceiling, and then it has answered nobody for that long.
+			if _, err := r.Stream(t.Context(), &fleet.Request{}); err == nil {
+				t.Fatal("Stream() succeeded on a server busy for longer than the ceiling")
+			}
+			first := rec.last().Attempts[0]
+			if first.Outcome != fleet.OutcomeTimeout || first.Deadline != 5*time.Second {
+				t.Errorf("first attempt = %s, deadline %v; want timeout under the ceiling it waited for, 5s", first.Outcome, first.Deadline)
+			}
+			time.Sleep(12 * time.Second) // nothing sent to it
+			// The job ended (its expiry moved); the next one takes 3 s.
+			working.Progress = "ollama a@2"
+			live.set("a", working)
+			f.set("a", script{steps: []step{role(), {wait: 3 * time.Second}, tok("A"), finish()}})
+			s, err := r.Stream(t.Context(), &fleet.Request{})
+			if err != nil {
+				t.Fatalf("Stream() = %v, attempts %v; want a's answer after its 3 s job", err, faults(rec.last().Attempts))
+			}
+			if got, _ := drain(s); got != "A" {
+				t.Errorf("answer = %q; want A", got)
+			}
+			if st := r.Breaker("a").Snapshot(); st.State != fleet.BreakerClosed {
+				t.Errorf("a's breaker is %s; want closed", st.State)
+			}
+		})
+	})
+	t.Run("the time nothing waits is not counted", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(map[string]script{"a": hung, "b": answer("B")})
+			fl := firstOf(f, 2, 10*time.Second)
+			rec := &memRecorder{}
+			live := &fakeLiveness{pulse: map[string]Pulse{"a": busyPulse}, checks: map[string]int{}}
+			r := New(fl, Deps{Recorder: rec, Deadlines: &spyDeadlines{d: time.Second}, Liveness: live})
+			// Requests a minute apart each wait a second on a: nine of them
+			// are nine seconds of waiting, not nine minutes.
+			for i := range 9 {
+				s, err := r.Stream(t.Context(), &fleet.Request{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				drain(s)
+				if got := faults(rec.last().Attempts); !equal(got, []string{"a:busy/queued", "b:success/"}) {
+					t.Fatalf("request %d: %v; want a queued", i, got)
+				}
+				time.Sleep(time.Minute)
+			}
+			// The tenth second of waiting makes ten: a answers nobody.
+			s, err := r.Stream(t.Context(), &fleet.Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			drain(s)
+			if got := faults(rec.last().Attempts); !equal(got, []string{"a:timeout/server", "b:success/"}) {
+				t.Errorf("tenth request: %v; want a failing", got)
+			}
+		})
+	})
+	t.Run("requests queued behind its own long answer are busy", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			long := script{steps: []step{role(), tok("1"), {wait: 12 * time.Second}, tok("2"), finish()}}
+			f := newFake(map[string]script{"a": long})
+			fl := firstOf(f, 1, 5*time.Second)
+			rec := &memRecorder{}
+			r := New(fl, Deps{Recorder: rec, Deadlines: &spyDeadlines{d: 300 * time.Millisecond}, Liveness: &fakeLiveness{pulse: map[string]Pulse{"a": busyPulse}, checks: map[string]int{}},
+				Capacity: &fakeCapacity{slots: map[string]int{"a": 1}}})
+			first, err := r.Stream(t.Context(), &fleet.Request{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan string)
+			go func() { got, _ := drain(first); done <- got }()
+			f.set("a", hung) // the server's one slot is taken
+			for range 2 {
+				if _, err := r.Stream(t.Context(), &fleet.Request{}); err == nil {
+					t.Fatal("a request behind a 12 s answer with a 5 s ceiling succeeded")
+				}
+				if got := faults(rec.last().Attempts); !equal(got, []string{"a:busy/queued"}) {
+					t.Errorf("queued request: %v; want busy/queued", got)
+				}
+			}
+			if got := <-done; got != "12" {
+				t.Errorf("the long answer = %q; want 12", got)
+			}
+			if st := r.Breaker("a").Snapshot(); st.State != fleet.BreakerClosed || st.Failures != 0 {
+				t.Errorf("a's breaker: %s with %d failures; want closed, none", st.State, st.Failures)
+			}
+		})
+	})
+	t.Run("a frozen server is cut at its deadline though it looked full", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(map[string]script{"a": hung})
+			fl := firstOf(f, 1, 20*time.Second)
+			rec := &memRecorder{}
+			r := New(fl, Deps{Recorder: rec, Deadlines: &spyDeadlines{d: 500 * time.Millisecond},
+				Liveness: &fakeLiveness{pulse: map[string]Pulse{"a": deadPulse}, checks: map[string]int{}},
+				Capacity: &fakeCapacity{slots: map[string]int{"a": 1}}})
+			ctx, cancel := context.WithCancel(t.Context())
+			go r.Stream(ctx, &fleet.Request{}) // takes a's one slot, and hangs
+			synctest.Wait()
+			start := time.Now()
+			if _, err := r.Stream(t.Context(), &fleet.Request{}); err == nil {
+				t.Fatal("Stream() succeeded on a frozen server")
+			}
+			if waited := time.Since(start); waited != 500*time.Millisecond {
+				t.Errorf("waited %v on a frozen server; want its 500ms deadline", waited)
+			}
+			cancel()
+			synctest.Wait()
+		})
+	})
+}
+
+// A live server that was only busy is gone back to when every candidate
+// after it failed: a fleet of a busy Ollama and a dead backup answers what
+// the busy Ollama alone would, not 503.
+func TestBackToTheBusyServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := script{steps: []step{role(), {wait: 5 * time.Second}, tok("A"), finish()}}
+		f := newFake(map[string]script{"a": slow, "b": {openErr: errors.New("connection refused")}})
+		fl := firstOf(f, 2, time.Minute)
+		rec := &memRecorder{}
+		live := &fakeLiveness{pulse: map[string]Pulse{"a": busyPulse}, checks: map[string]int{}}
+		r := New(fl, Deps{Recorder: rec, Deadlines: &spyDeadlines{d: 2 * time.Second}, Liveness: live})
+		s, err := r.Stream(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatalf("Stream() = %v, attempts %v; want a's answer", err, faults(rec.last().Attempts))
+		}
+		if got, _ := drain(s); got != "A" {
+			t.Errorf("answer = %q; want A", got)
+		}
+		if got, want := faults(rec.last().Attempts), []string{"a:busy/queued", "b:error/server", "a:success/"}; !equal(got, want) {
+			t.Errorf("attempts = %v; want %v", got, want)
+		}
+		if n := r.Breaker("a").Snapshot().Failures; n != 0 {
+			t.Errorf("a's breaker counted %d failures; want none", n)
+		}
+
+		// A server found not alive is not gone back to.
+		live.set("a", deadPulse)
+		f.set("a", script{steps: []step{{block: true}}})
+		if _, err := r.Stream(t.Context(), &fleet.Request{}); err == nil {
+			t.Fatal("Stream() succeeded with a frozen first choice and a dead second")
+		}
+		if got, want := faults(rec.last().Attempts), []string{"a:timeout/server", "b:error/server"}; !equal(got, want) {
+			t.Errorf("attempts = %v; want %v", got, want)
+		}
+	})
+}
+
+// firstOf is the test fleet's first n candidates, under a first-token
+// ceiling.
+func firstOf(f *fakeBackend, n int, ceiling time.Duration) Fleet {
+	fl := testFleet(f, Settings{FirstTokenTimeout: ceiling})
+	fl.Targets = fl.Targets[:n]
+	return fl
 }

@@ -375,7 +375,7 @@ func (ru *run) conclude(a *attempt, err error, committed, closed bool, s *Stream
 		callerGone: ru.ctx.Err() != nil, shutdown: ru.shutdown(),
 		finish: a.finished(), waited: a.rec.Duration,
 		queued: a.queued || (!committed && ru.r.view(c, now).saturated),
-		alive:  a.pulse.Load(), stuck: a.stuckFor(now),
+		alive:  a.pulse.Load(), stuck: a.endStuck,
 		ownWork:  a.othersAtStart > 0 || ru.r.mark(c.ID).starts.Load() > a.startSeq,
 		unparsed: ru.unparsed, emptySeen: ru.empty != nil,
 		crash: se != nil && se.Crash, busyBackoff: ru.st.fleet.Settings.BusyBackoff,
@@ -439,14 +439,11 @@ func (ru *run) apply(a *attempt, e ending, v verdict, se *fleet.StatusError, usa
 	case markUnsupported:
 		ru.r.markUnsupported(c.ID, se.Unsupported)
 	}
-	switch {
-	case e.committed || v.mark == markAnswered:
-		ru.r.answered(c.ID, now)
-	case a.rec.Outcome == fleet.OutcomeTimeout || a.rec.Fault == fleet.FaultQueued:
-		ru.r.unanswered(c.ID, a.rec.StartedAt)
-	}
 	if a.rec.Fault == fleet.FaultQueued {
 		ru.r.queued(c.ID, now, a.rec.Error)
+		if p := a.pulse.Load(); ru.backTo == nil && p != nil && p.Err == nil && a.rec.Duration < a.ceiling {
+			ru.backTo = &a.e
+		}
 	}
 	if v.crashed {
 		ru.r.crashed(c.ID, ru.fingerprint())

@@ -611,5 +611,5 @@ type liveness struct{ p *report.Poller }
 
 func (l liveness) Check(ctx context.Context, c fleet.Candidate) router.Pulse {
 	a := l.p.Alive(ctx, c)
-	return router.Pulse{Err: a.Err, Idle: a.Idle, Evidence: a.Evidence}
+	return router.Pulse{Err: a.Err, Idle: a.Idle, Evidence: a.Evidence, Progress: a.Progress}
 }

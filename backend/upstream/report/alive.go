@@ -26,6 +26,14 @@ type Alive struct {
 	Idle bool
 	// Evidence says what it answered, in plain words.
 	Evidence string
+	// Progress changes when the server gets on with its work, whoever sent
+	// it, and stays the same while it is stuck: Ollama's expiry times in
+	// /api/ps (a model's moves when its runner finishes all it was given),
+	// llama.cpp's slots (their task and tokens decoded), the tokens
+	// generated in /metrics. "" when the server shows nothing of the kind.
+	// Compared between two checks, it tells a server that answered others
+	// from one that answered nobody (docs/DESIGN.md, "Shared servers").
+	Progress string
 }
 
 // Alive asks c's server, off any request's connection and within ctx,
@@ -50,14 +58,17 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 		ep.rememberSizes(running)
 		ep.report.Store(&report{at: p.s.Now(), ollama: true, running: running})
 		names := make([]string, 0, len(running))
+		var progress strings.Builder
+		progress.WriteString("ollama")
 		for _, r := range running {
 			names = append(names, r.Name)
+			fmt.Fprintf(&progress, " %s@%d", r.Name, r.ExpiresAt.UnixNano())
 		}
 		ev := fmt.Sprintf("alive: /api/ps answered in %s", took())
 		if len(names) > 0 {
 			ev += "; resident: " + strings.Join(names, ", ")
 		}
-		return Alive{Evidence: ev}
+		return Alive{Evidence: ev, Progress: progress.String()}
 	}
 	root, err := serverRoot(ep.key.url)
 	if err != nil {
@@ -65,19 +76,34 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 	}
 	// llama.cpp's /slots: each slot says whether it is processing.
 	var slots, busy int
+	var progress strings.Builder
 	found, err := p.get(ctx, ep, root+"/slots", func(body io.Reader) error {
 		var ss []struct {
 			IsProcessing *bool `json:"is_processing"`
 			State        *int  `json:"state"`
+			Task         *int  `json:"id_task"`
+			Next         []struct {
+				Decoded int `json:"n_decoded"`
+			} `json:"next_token"`
 		}
 		if json.NewDecoder(body).Decode(&ss) != nil {
 			return nil
 		}
 		slots = len(ss)
+		progress.WriteString("slots")
 		for _, s := range ss {
-			if s.IsProcessing != nil && *s.IsProcessing || s.State != nil && *s.State != 0 {
+			working := s.IsProcessing != nil && *s.IsProcessing || s.State != nil && *s.State != 0
+			if working {
 				busy++
 			}
+			task, decoded := -1, 0
+			if s.Task != nil {
+				task = *s.Task
+			}
+			for _, n := range s.Next {
+				decoded += n.Decoded
+			}
+			fmt.Fprintf(&progress, " %d:%d:%t", task, decoded, working)
 		}
 		return nil
 	})
@@ -88,22 +114,29 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 		return Alive{Err: err}
 	case found && slots > 0:
 		ep.report.Store(&report{at: p.s.Now(), llama: &llamaReport{slots: slots, busy: busy}})
-		return Alive{Idle: busy == 0, Evidence: fmt.Sprintf("alive: /slots answered in %s; %d of %d slots busy", took(), busy, slots)}
+		return Alive{Idle: busy == 0, Evidence: fmt.Sprintf("alive: /slots answered in %s; %d of %d slots busy", took(), busy, slots),
+			Progress: progress.String()}
 	}
 	// /metrics: vLLM's running and waiting requests, llama.cpp's with
 	// --metrics.
 	rep := &report{}
-	var processing float64
+	var processing, generated float64
 	found, err = p.get(ctx, ep, root+"/metrics", func(body io.Reader) error {
-		return scrapeProm(body, func(name string) bool { return wantMetric(name) || name == "llamacpp:requests_processing" },
+		return scrapeProm(body, func(name string) bool {
+			return wantMetric(name) || name == "llamacpp:requests_processing" || progressMetric(name)
+		},
 			func(s promSample) {
-				if s.name == "llamacpp:requests_processing" {
+				switch {
+				case s.name == "llamacpp:requests_processing":
 					processing += s.value
-					return
+				case progressMetric(s.name):
+					generated += s.value
+				default:
+					rep.add(s)
 				}
-				rep.add(s)
 			})
 	})
+	metricsProgress := fmt.Sprintf("metrics %g", generated)
 	switch {
 	case loading(err):
 		return Alive{Evidence: fmt.Sprintf("alive: loading its model (/metrics answered in %s)", took())}
@@ -112,10 +145,10 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 	case found && rep.vllm != nil:
 		g, _ := rep.gauges(c.Model)
 		return Alive{Idle: g.running+g.waiting == 0,
-			Evidence: fmt.Sprintf("alive: /metrics answered in %s; %g running, %g waiting", took(), g.running, g.waiting)}
+			Evidence: fmt.Sprintf("alive: /metrics answered in %s; %g running, %g waiting", took(), g.running, g.waiting), Progress: metricsProgress}
 	case found && rep.llama != nil:
 		return Alive{Idle: processing+rep.llama.deferred == 0,
-			Evidence: fmt.Sprintf("alive: /metrics answered in %s; %g processing, %g deferred", took(), processing, rep.llama.deferred)}
+			Evidence: fmt.Sprintf("alive: /metrics answered in %s; %g processing, %g deferred", took(), processing, rep.llama.deferred), Progress: metricsProgress}
 	}
 	// A server that shows no load: that it answers is all it can say.
 	found, err = p.get(ctx, ep, strings.TrimRight(ep.key.url, "/")+"/models", func(io.Reader) error { return nil })
@@ -126,6 +159,12 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 		return Alive{Err: errors.New("/v1/models: not found")}
 	}
 	return Alive{Evidence: fmt.Sprintf("alive: /v1/models answered in %s (the server shows no queue)", took())}
+}
+
+// progressMetric reports whether a /metrics series counts the tokens a
+// server has generated, for Alive's Progress.
+func progressMetric(name string) bool {
+	return name == "vllm:generation_tokens_total" || name == "llamacpp:tokens_predicted_total"
 }
 
 // roundMS formats a short duration in milliseconds: "3 ms".
