@@ -250,6 +250,20 @@ func (b *Breaker) Snapshot() Snapshot {
 	return s
 }
 
+// Retune sets the failure threshold and the cool-down (zero: the
+// default), as a config reload changed them, keeping the breaker's state:
+// an open breaker's cool-down is the new length from when it opened, and
+// the failures counted so far count toward the new threshold.
+func (b *Breaker) Retune(failureThreshold int, openDuration time.Duration) {
+	s := Settings{FailureThreshold: failureThreshold, OpenDuration: openDuration}.withDefaults()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.s.FailureThreshold, b.s.OpenDuration = s.FailureThreshold, s.OpenDuration
+	if b.state == fleet.BreakerOpen {
+		b.openUntil = b.lastChange.Add(s.OpenDuration)
+	}
+}
+
 // Restore puts the breaker into the state a previous run left it in. A
 // candidate whose breaker was open or half-open is open again until the end
 // of the cool-down that started at last.At; if that has already passed, the

@@ -319,3 +319,35 @@ func TestStaleStreamEndIgnored(t *testing.T) {
 		}
 	})
 }
+
+// A reload that changes the breaker settings keeps the state: an open
+// breaker's cool-down is the new length from when it opened, and failures
+// counted so far count toward the new threshold.
+func TestRetuneKeepsTheState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := New("c", Settings{})
+		for range 2 {
+			tk, _ := b.Allow()
+			b.Done(tk, Failure, "x")
+		}
+		time.Sleep(10 * time.Second)
+		b.Retune(3, time.Minute)
+		if s := b.Snapshot(); s.State != fleet.BreakerOpen || s.Remaining != 50*time.Second {
+			t.Fatalf("after Retune(3, 1m) 10s into the cool-down: %s, %v left; want open, 50s", s.State, s.Remaining)
+		}
+		b.Retune(0, 5*time.Second) // defaults and a cool-down already over
+		if _, ok := b.Allow(); !ok || b.Snapshot().State != fleet.BreakerHalfOpen {
+			t.Fatalf("after a shorter cool-down that has passed: %s; want the half-open probe", b.Snapshot().State)
+		}
+
+		c := New("d", Settings{FailureThreshold: 5})
+		tk, _ := c.Allow()
+		c.Done(tk, Failure, "x")
+		c.Retune(2, 0)
+		tk, _ = c.Allow()
+		c.Done(tk, Failure, "x")
+		if s := c.Snapshot(); s.State != fleet.BreakerOpen {
+			t.Errorf("one failure before a threshold of 2 and one after: %s; want open", s.State)
+		}
+	})
+}

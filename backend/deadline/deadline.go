@@ -10,6 +10,7 @@ package deadline
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
@@ -66,9 +67,19 @@ func (s Settings) withDefaults() Settings {
 
 // Learner keeps the samples. Safe for concurrent use; create it with New.
 type Learner struct {
-	s  Settings
-	mu sync.Mutex
-	by map[string]*samples
+	s Settings
+	// tuning is s's Multiplier, Floor and MinSamples as a config reload
+	// last set them (Tune).
+	tuning atomic.Pointer[tuning]
+	mu     sync.Mutex
+	by     map[string]*samples
+}
+
+// tuning is what a reload may change of a Learner's Settings.
+type tuning struct {
+	multiplier float64
+	floor      time.Duration
+	minSamples int
 }
 
 type samples struct {
@@ -82,7 +93,17 @@ type samples struct {
 
 // New returns a learner without samples.
 func New(s Settings) *Learner {
-	return &Learner{s: s.withDefaults(), by: make(map[string]*samples)}
+	l := &Learner{s: s.withDefaults(), by: make(map[string]*samples)}
+	l.tuning.Store(&tuning{l.s.Multiplier, l.s.Floor, l.s.MinSamples})
+	return l
+}
+
+// Tune sets the multiplier, the floor and the samples needed, as a config
+// reload changed them (a zero value: its default); the samples learned so
+// far stay, and the next deadline is made from them by the new rule.
+func (l *Learner) Tune(multiplier float64, floor time.Duration, minSamples int) {
+	s := Settings{Multiplier: multiplier, Floor: floor, MinSamples: minSamples}.withDefaults()
+	l.tuning.Store(&tuning{s.Multiplier, s.Floor, s.MinSamples})
 }
 
 // Seed adds warm TTFTs learned from history, newest first (as
@@ -199,9 +220,9 @@ func pct(sorted []time.Duration, p int) time.Duration {
 func (l *Learner) FirstToken(c fleet.Candidate, ceiling time.Duration) (time.Duration, bool) {
 	st := l.Stats(c.ID)
 	d := ceiling
-	if st.N >= l.s.MinSamples {
-		d = time.Duration(l.s.Multiplier * float64(st.P99))
-		d = min(max(d, l.s.Floor), ceiling)
+	if t := l.tuning.Load(); st.N >= t.minSamples {
+		d = time.Duration(t.multiplier * float64(st.P99))
+		d = min(max(d, t.floor), ceiling)
 	}
 	if l.s.Resident != nil {
 		if resident, known, at := l.s.Resident(c); known && !resident && !l.answeredSince(c.ID, at) {
@@ -260,7 +281,7 @@ func (l *Learner) Predict(c fleet.Candidate) (warm, load time.Duration) {
 // HedgeAfter implements router.Deadlines: the learned p95, once known.
 func (l *Learner) HedgeAfter(c fleet.Candidate) (time.Duration, bool) {
 	st := l.Stats(c.ID)
-	if st.N < l.s.MinSamples {
+	if st.N < l.tuning.Load().minSamples {
 		return 0, false
 	}
 	return st.P95, true

@@ -147,6 +147,12 @@ func TestUpdateKeepsBreakersOfUnchangedCandidates(t *testing.T) {
 	if r.Breaker("d") == nil {
 		t.Error("new candidate d has no breaker")
 	}
+	// New breaker settings keep the state of unchanged candidates too.
+	fl.Settings.Breaker = breaker.Settings{FailureThreshold: 5, OpenDuration: time.Hour}
+	r.Update(fl)
+	if s := r.Breaker("a").Snapshot(); s.State != fleet.BreakerOpen || s.Remaining <= 30*time.Second {
+		t.Errorf("a after new breaker settings: %s, %v left; want open, for the new hour", s.State, s.Remaining)
+	}
 }
 
 // A plan made before an Update keeps the candidates as they were when it

@@ -234,8 +234,8 @@ func New(fl Fleet, deps Deps) *Router {
 }
 
 // Update replaces the fleet. Breakers of candidates that exist before and
-// after with the same definition and breaker settings keep their state;
-// others start closed.
+// after with the same definition keep their state, under the breaker
+// settings of fl (Breaker.Retune); others start closed.
 func (r *Router) Update(fl Fleet) {
 	fl.Settings = fl.Settings.withDefaults()
 	old := r.state.Load()
@@ -252,8 +252,10 @@ func (r *Router) Update(fl Fleet) {
 		id := t.Candidate.ID
 		st.byID[id] = i
 		if old != nil {
-			if j, ok := old.byID[id]; ok && sameCandidate(old.targets[j].Candidate, t.Candidate) && sameBreaker(old.fleet.Settings.Breaker, fl.Settings.Breaker) {
-				st.breakers[id] = old.breakers[id]
+			if j, ok := old.byID[id]; ok && sameCandidate(old.targets[j].Candidate, t.Candidate) {
+				br := old.breakers[id]
+				br.Retune(fl.Settings.Breaker.FailureThreshold, fl.Settings.Breaker.OpenDuration)
+				st.breakers[id] = br
 				continue
 			}
 		}
@@ -289,10 +291,6 @@ func (r *Router) mark(id string) *marks {
 
 func sameCandidate(a, b fleet.Candidate) bool {
 	return a.ID == b.ID && a.Provider == b.Provider && a.URL == b.URL && a.Model == b.Model && a.APIKey == b.APIKey
-}
-
-func sameBreaker(a, b breaker.Settings) bool {
-	return a.FailureThreshold == b.FailureThreshold && a.OpenDuration == b.OpenDuration
 }
 
 func (r *Router) breakerChanged(c fleet.BreakerChange) {

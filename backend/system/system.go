@@ -543,6 +543,7 @@ func (s *System) apply(cfg config.Config) error {
 	s.updateTeam(cfg.Candidates(s.o.Getenv))
 	s.noteTeamChange(prevTeam, cfg.Team)
 	s.monitor.SetPolicy(policy(cfg))
+	s.learner.Tune(cfg.Selection.TTFTMultiplier, cfg.Selection.DeadlineFloor, cfg.Selection.MinSamples)
 	s.publishCandidates()
 	select {
 	case s.relearn <- struct{}{}:

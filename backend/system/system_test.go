@@ -73,13 +73,24 @@ func TestConfigReload(t *testing.T) {
 	}
 
 	// A valid edit applies without restart; fast-1's breaker state survives.
+	// The deadlines' settings apply too: fast-2's three samples of 50ms
+	// are too few, then enough under a floor of 300ms.
+	fast2 := h.sys.router.Fleet().Targets[1].Candidate
+	h.sys.learner.Seed(fast2.ID, []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond})
+	if d, _ := h.sys.learner.FirstToken(fast2, time.Minute); d != time.Minute {
+		t.Fatalf("deadline of fast-2 before the edit = %v; want the ceiling", d)
+	}
 	edited := strings.Replace(string(old), "default_model: fast-1", "default_model: fast-2", 1)
+	edited = strings.Replace(edited, "deadline_floor: 100ms", "deadline_floor: 300ms\n  min_samples: 3", 1)
 	os.WriteFile(cfgPath, []byte(edited), 0o600)
 	if d := waitConfig(); d["ok"] != true {
 		t.Fatalf("valid edit: event %v", d)
 	}
 	if got := h.sys.router.Fleet().DefaultModel; got != "fast-2" {
 		t.Errorf("default model = %s; want fast-2", got)
+	}
+	if d, _ := h.sys.learner.FirstToken(fast2, time.Minute); d != 300*time.Millisecond {
+		t.Errorf("deadline of fast-2 after the edit = %v; want the new floor, 300ms", d)
 	}
 	if f := h.sys.router.Breaker("fast-1").Snapshot().Failures; f != 1 {
 		t.Errorf("fast-1 breaker failures = %d after reload; want 1 kept", f)
