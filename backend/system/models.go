@@ -67,10 +67,18 @@ func (s *System) applyLearned(c fleet.Candidate) fleet.Candidate {
 }
 
 // watchModels learns at once, again after each config change, and every
-// interval while some candidate's model is missing, so that a model pulled
-// after start is routed to without a restart. It returns when ctx is done.
+// interval while some candidate's model is missing or its server has not
+// said yet what the model can do (it did not answer), so that a model
+// pulled after start, or a server that was down at start, is routed to as
+// its model can be (thinking) without a restart. It returns when ctx is
+// done.
 func (s *System) watchModels(ctx context.Context, interval time.Duration) {
 	s.learnModels(ctx)
+	s.relearnModels(ctx, interval)
+}
+
+// relearnModels is watchModels after its first round.
+func (s *System) relearnModels(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -80,7 +88,7 @@ func (s *System) watchModels(ctx context.Context, interval time.Duration) {
 		case <-s.relearn:
 			s.learnModels(ctx)
 		case <-t.C:
-			if s.anyMissing() {
+			if s.anyMissing() || s.anyUnlearned() {
 				s.learnModels(ctx)
 			}
 		}
@@ -90,6 +98,19 @@ func (s *System) watchModels(ctx context.Context, interval time.Duration) {
 func (s *System) anyMissing() bool {
 	for _, st := range s.router.States() {
 		if st.Missing != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// anyUnlearned reports whether an enabled Ollama candidate's server has
+// not said what its model can do.
+func (s *System) anyUnlearned() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.router.Fleet().Targets {
+		if _, ok := s.learned[t.Candidate.ID]; t.Candidate.Enabled && t.Candidate.Provider == fleet.ProviderOllama && !ok {
 			return true
 		}
 	}

@@ -506,10 +506,12 @@ func (s *System) watching() {
 	if !changed {
 		return
 	}
-	if cfg, err := config.Parse(data); err != nil {
+	cfg, err := config.Parse(data)
+	if err == nil {
+		err = s.apply(cfg)
+	}
+	if err != nil {
 		s.reject(err)
-	} else {
-		s.apply(cfg)
 	}
 }
 
