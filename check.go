@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/switchyard/switchyard/backend/system"
+	"github.com/switchyard/switchyard/backend/team"
 )
 
 // check validates the config and reports each candidate's reachability.
@@ -81,6 +85,15 @@ serves its model; read the GPUs. Exit 0 when all is well, 1 for a bad config,
 func printTeam(w io.Writer, tc *system.TeamCheck) string {
 	if tc.Err != nil {
 		fmt.Fprintf(w, "FAIL  team: node %s, database from $%s: %v\n", tc.Node, tc.Env, tc.Err)
+		var pe *pgconn.PgError
+		switch {
+		case errors.Is(tc.Err, system.ErrTeamUnset), errors.Is(tc.Err, team.ErrConnString):
+			return "the team database is not set up: see its FAIL line"
+		case errors.Is(tc.Err, team.ErrSchemaTooNew):
+			return "the team database is newer than this binary"
+		case errors.As(tc.Err, &pe):
+			return "the team database refused this node: " + pe.Message
+		}
 		return "the team database did not answer"
 	}
 	f := tc.Found

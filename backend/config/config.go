@@ -266,7 +266,7 @@ func (c Candidate) Fleet(getenv func(string) string) fleet.Candidate {
 		fc.APIKey = getenv(c.APIKeyEnv)
 	}
 	if u, err := url.Parse(c.URL); err == nil {
-		fc.Local = fleet.LoopbackHost(u.Hostname())
+		fc.Local = fleet.ThisMachine(u.Hostname())
 	}
 	return fc
 }

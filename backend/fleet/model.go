@@ -25,6 +25,18 @@ func Tagged(name string) string {
 	return name + ":latest"
 }
 
+// ThisMachine reports whether a URL's host names this machine to whoever
+// connects to it: a loopback host (LoopbackHost, "localhost." with its
+// root dot too) or the unspecified address (0.0.0.0, ::), which a client
+// on Linux and macOS reaches as this machine.
+func ThisMachine(host string) bool {
+	if LoopbackHost(strings.TrimSuffix(host, ".")) {
+		return true
+	}
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsUnspecified()
+}
+
 // LoopbackHost reports whether host, a name or an IP with or without
 // brackets but without a port, is this machine: "localhost" in any case, or
 // a 127.0.0.0/8 or ::1 address.

@@ -41,6 +41,9 @@ type CheckReport struct {
 	Team *TeamCheck
 }
 
+// ErrTeamUnset: team.database_env names a variable that holds nothing.
+var ErrTeamUnset = errors.New("no team database")
+
 // TeamCheck is what check found of the team database.
 type TeamCheck struct {
 	Node  string     // this node's name in the team
@@ -130,7 +133,7 @@ func checkTeam(ctx context.Context, cfg config.Config, getenv func(string) strin
 	}
 	url := getenv(env)
 	if url == "" {
-		tc.Err = fmt.Errorf("$%s is empty or unset", env)
+		tc.Err = fmt.Errorf("%w: $%s is empty or unset", ErrTeamUnset, env)
 		return tc
 	}
 	tc.Found, tc.Err = team.Probe(ctx, url, 5*time.Second)

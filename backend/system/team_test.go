@@ -3,6 +3,7 @@ package system
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -309,8 +310,19 @@ func TestCheckSaysWhatItFoundInTheTeam(t *testing.T) {
 	if tc := check(url); tc.Err != nil || tc.Found.Schema != tc.Found.Known || len(tc.Found.Nodes) != 1 || tc.Found.Nodes[0].Name != "n1" {
 		t.Errorf("Check() team with n1 running = %+v; want the schema up to date and node n1", tc)
 	}
-	if tc := check(""); tc.Err == nil {
-		t.Error("Check() team with the variable unset: no error")
+	if tc := check(""); !errors.Is(tc.Err, ErrTeamUnset) {
+		t.Errorf("Check() team with the variable unset: %v; want ErrTeamUnset", tc.Err)
+	}
+	if tc := check("postgres://u:S3cret@PW@127.0.0.1:x/t"); !errors.Is(tc.Err, team.ErrConnString) || strings.Contains(tc.Err.Error(), "S3cret") {
+		t.Errorf("Check() team with a string pgx can't read: %v; want ErrConnString, not repeating it", tc.Err)
+	}
+	// A database a newer Switchyard migrated is refused by serve: check
+	// fails it too.
+	if n := rows(t, url, "WITH v AS (INSERT INTO team_schema (version) VALUES (99) RETURNING 1) SELECT count(*) FROM v"); n != 1 {
+		t.Fatalf("schema 99 inserted: %d rows", n)
+	}
+	if tc := check(url); !errors.Is(tc.Err, team.ErrSchemaTooNew) {
+		t.Errorf("Check() team of a newer schema: %v; want ErrSchemaTooNew", tc.Err)
 	}
 }
 

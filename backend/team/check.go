@@ -27,9 +27,13 @@ func Probe(ctx context.Context, url string, timeout time.Duration) (Found, error
 		return f, err
 	}
 	f.Known = len(ms)
+	cfg, err := parseURL(url)
+	if err != nil {
+		return f, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return f, fmt.Errorf("connect: %w", err)
 	}
@@ -43,6 +47,10 @@ func Probe(ctx context.Context, url string, timeout time.Duration) (Found, error
 	}
 	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM team_schema").Scan(&f.Schema); err != nil {
 		return f, err
+	}
+	if f.Schema > f.Known {
+		// serve refuses it (Migrate): so does check.
+		return f, fmt.Errorf("%w (schema %d, this binary knows %d): update this Switchyard", ErrSchemaTooNew, f.Schema, f.Known)
 	}
 	rows, err := conn.Query(ctx, `SELECT node, version, config_hash, (extract(epoch FROM now() - last_seen) * 1000)::bigint
 		FROM team_nodes ORDER BY node`)

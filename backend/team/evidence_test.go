@@ -1,6 +1,8 @@
 package team
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +172,32 @@ func TestNewRefusesWhatItCannotRead(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "S3cret") || !strings.Contains(err.Error(), "postgres://user:password@host:port/database") {
 			t.Errorf("New(%q) = %v; want an error that shows the form and not the string", url, err)
 		}
+	}
+}
+
+// The nodes list ages by this node's clock: a node not heard of for three
+// heartbeats is not shown online, and this node's own row shows its own
+// link, though the database's last word was older.
+func TestNodesAgeWhileOffline(t *testing.T) {
+	now := t0
+	tm := newTestTeam(t, "a", func() time.Time { return now })
+	tm.nodes = []Node{{Name: "a", LastSeen: t0, Link: LinkOnline}, {Name: "b", LastSeen: t0, Link: LinkOnline}}
+	var logged []string
+	tm.o.Logf = func(f string, args ...any) { logged = append(logged, fmt.Sprintf(f, args...)) }
+	tm.setLink(0, false, errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
+	tm.setLink(0, false, errors.New("dial tcp 127.0.0.1:1: connect: connection refused"))
+	now = t0.Add(3*DefaultHeartbeat + time.Second)
+	st := tm.Status()
+	for _, n := range st.Nodes {
+		if n.Link != LinkOffline {
+			t.Errorf("node %s = %s after %v unheard, this node offline; want offline", n.Name, n.Link, now.Sub(n.LastSeen))
+		}
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], "not reached yet: dial tcp") {
+		t.Errorf("log = %q; want one line saying why the link is not up", logged)
+	}
+	tm.setLink(0, true, nil)
+	if last := logged[len(logged)-1]; !strings.Contains(last, "linked to the team database as node a") {
+		t.Errorf("first link up logged %q; want it said as a first link, not a return", last)
 	}
 }

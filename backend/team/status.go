@@ -63,6 +63,18 @@ func (t *Team) Status() Status {
 	t.nodesMu.Lock()
 	st.Nodes = slices.Clone(t.nodes)
 	t.nodesMu.Unlock()
+	// The list is as the database last said; its links age by this
+	// node's clock, so a node not heard of for three heartbeats (this one's
+	// own link offline included) is not shown online.
+	for i := range st.Nodes {
+		n := &st.Nodes[i]
+		switch {
+		case n.Name == t.o.Node:
+			n.Link = st.Link
+		case now.Sub(n.LastSeen) > 3*t.o.Heartbeat:
+			n.Link = LinkOffline
+		}
+	}
 
 	e := t.ev
 	e.mu.Lock()

@@ -29,6 +29,25 @@ import (
 // ErrSchemaTooNew: the team database was migrated by a newer Switchyard.
 var ErrSchemaTooNew = errors.New("team database is newer than this binary")
 
+// ErrConnString: the connection string is not one PostgreSQL takes.
+var ErrConnString = errors.New("not a PostgreSQL connection string")
+
+// parseURL reads a connection string as pgx does, with an error that
+// never repeats it: it may hold a password, and pgx's own error masks it
+// only where it could parse it.
+func parseURL(url string) (*pgx.ConnConfig, error) {
+	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(url)), "jdbc:") {
+		// pgx would read it as key=value pairs and connect to the local
+		// socket as the user running Switchyard.
+		return nil, fmt.Errorf("%w: a JDBC URL, which PostgreSQL's own clients do not take: write postgres://user:password@host:port/database", ErrConnString)
+	}
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: write postgres://user:password@host:port/database, or host=... port=... dbname=... pairs", ErrConnString)
+	}
+	return cfg, nil
+}
+
 // Source is the node's own history, read for shipping; it keeps how far
 // the team's database holds it (history.Store.ShipFrom).
 type Source interface {
@@ -156,10 +175,12 @@ const (
 
 // link is the state of one of the node's connections.
 type link struct {
-	mu    sync.Mutex
-	up    bool
-	since time.Time
-	err   string
+	mu     sync.Mutex
+	up     bool
+	since  time.Time
+	err    string
+	everUp bool // it has been up since the start
+	told   bool // the log said why it is not up yet
 }
 
 // New checks o and returns a Team that has not connected yet.
@@ -168,16 +189,9 @@ func New(o Options) (*Team, error) {
 	if o.Node == "" {
 		return nil, errors.New("team: no node name")
 	}
-	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(o.URL)), "jdbc:") {
-		// pgx would read it as key=value pairs and connect to the local
-		// socket as the user running Switchyard.
-		return nil, errors.New("a JDBC URL, which PostgreSQL's own clients do not take: write postgres://user:password@host:port/database")
-	}
-	cfg, err := pgx.ParseConfig(o.URL)
+	cfg, err := parseURL(o.URL)
 	if err != nil {
-		// pgx's error repeats the string, its password masked only where
-		// it could parse it: none of it is said.
-		return nil, errors.New("not a PostgreSQL connection string: write postgres://user:password@host:port/database, or host=... port=... dbname=... pairs")
+		return nil, err
 	}
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > o.OpTimeout {
 		cfg.ConnectTimeout = o.OpTimeout
@@ -261,15 +275,24 @@ func (t *Team) setLink(i int, up bool, err error) {
 	l := &t.links[i]
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	switch {
+	case l.up != up && up && l.everUp:
+		t.o.Logf("team: link to the team database back")
+	case l.up != up && up:
+		t.o.Logf("team: linked to the team database as node %s", t.o.Node)
+	case l.up != up:
+		t.o.Logf("team: team link offline: %v", err)
+	case !up && !l.everUp && !l.told && err != nil:
+		// Never up since the start: say once why, as a link that went
+		// down says it.
+		t.o.Logf("team: team link offline, the team database not reached yet: %v", err)
+		l.told = true
+	}
 	if l.up != up {
 		l.since = t.o.Now()
-		if up {
-			t.o.Logf("team: link to the team database back")
-		} else {
-			t.o.Logf("team: team link offline: %v", err)
-		}
 	}
 	l.up = up
+	l.everUp = l.everUp || up
 	l.err = ""
 	if err != nil {
 		l.err = err.Error()
