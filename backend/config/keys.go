@@ -5,6 +5,7 @@ package config
 import (
 	"math"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +31,7 @@ var configKeys = []key[Config]{
 		listenAddr, exposed),
 	field("api_key", func(c *Config) *string { return &c.APIKey }, text, "",
 		`when set, API callers must send "Authorization: Bearer <api_key>"`,
-		trimmed),
+		apiKey),
 	field("allowed_origins", func(c *Config) *[]string { return &c.AllowedOrigins }, list(text), nil,
 		`browser origins allowed besides this machine's pages and local app shells; "*" is any text without "/", e.g. ["https://tools.example:3000", "chrome-extension://*"]`,
 		each(origin)),
@@ -234,6 +235,20 @@ func exposed(r report, addr string) {
 	}
 }
 
+// maxID is the longest candidate id: a request's model names it, with
+// ":latest" as Ollama's clients write it, within httpapi.MaxModelName.
+const maxID = httpapi.MaxModelName - len(":latest")
+
+// apiKey checks the key API callers send: what an Authorization header can
+// carry, no control characters and no spaces around it.
+func apiKey(r report, s string) {
+	if strings.ContainsFunc(s, func(c rune) bool { return c < ' ' || c == 0x7f }) {
+		r.fail("has control characters, which no Authorization header carries")
+		return
+	}
+	trimmed(r, s)
+}
+
 func trimmed(r report, s string) {
 	if s != strings.TrimSpace(s) {
 		r.fail("has leading or trailing spaces")
@@ -276,6 +291,8 @@ func newID(r report, id string) {
 		r.fail("%q contains spaces or control characters", id)
 	case id == "auto":
 		r.fail(`"auto" is reserved for the default chain`)
+	case len(id) > maxID:
+		r.fail("is %d bytes long: at most %d, so that a request can name it (with \":latest\" as Ollama's clients add it)", len(id), maxID)
 	default:
 		if first, dup := r.d.ids[id]; dup {
 			r.fail("%q is already the id of %s", id, first)
@@ -304,8 +321,23 @@ func provider(r report, p string) {
 }
 
 func httpURL(r report, s string) {
-	if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
 		r.fail("%q is not an absolute http(s) URL", s)
+		return
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			r.fail("%q: port %s is not a port (1 to 65535)", s, port)
+			return
+		}
+	}
+	switch {
+	case u.User != nil:
+		// Secrets come from the environment, never from the file.
+		r.fail("%q has a user or password in it: put the server's key in an environment variable and name it in api_key_env", u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		r.fail("%q has a query or fragment: give the base URL as the server's own clients take it", s)
 	}
 }
 

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/ollama/ollama/api"
+	"github.com/ollama/ollama/format"
+
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/router"
 	"github.com/switchyard/switchyard/backend/upstream"
@@ -526,6 +529,15 @@ func TestOllamaModelEndpoints(t *testing.T) {
 	if !strings.Contains(w.Body.String(), `"name":"qwen:latest","model":"qwen:latest"`) || !strings.Contains(w.Body.String(), `"context_length":4096`) ||
 		!strings.Contains(w.Body.String(), `"name":"tiny:latest","model":"tiny:latest"`) || !strings.Contains(w.Body.String(), `"context_length":8192`) {
 		t.Errorf("ps = %s", w.Body)
+	}
+	// A server of another kind keeps its model loaded: Ollama's CLI must
+	// show "Forever", not "Stopping...".
+	var ps api.ProcessResponse
+	json.Unmarshal(w.Body.Bytes(), &ps)
+	for _, m := range ps.Models {
+		if got := format.HumanTime(m.ExpiresAt, "Never"); m.Name == "tiny:latest" && got != "Forever" {
+			t.Errorf("ollama ps would show tiny until %q; want Forever", got)
+		}
 	}
 	// A name listed there is a name a request may use.
 	for _, name := range []string{"auto:latest", "qwen:latest", "tiny:latest"} {

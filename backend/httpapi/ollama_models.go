@@ -318,9 +318,11 @@ func (s *Server) ollamaPS(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if ids, ok := others[key]; ok && (slices.Contains(ids, c.Model) || len(ids) == 1) {
+			// Its server keeps the model loaded: an expiry far off, which
+			// Ollama's CLI shows as "Forever" (a zero one reads "Stopping...").
 			resp.Models = append(resp.Models, api.ProcessModelResponse{Name: fleet.Tagged(c.ID), Model: fleet.Tagged(c.ID), Digest: digestOf(c),
 				Details:       api.ModelDetails{Format: string(c.Provider), ParentModel: c.Model, Family: familyOf(c.Model)},
-				ContextLength: s.contextLength(r.Context(), c)})
+				ContextLength: s.contextLength(r.Context(), c), ExpiresAt: time.Now().UTC().AddDate(100, 0, 0)})
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)

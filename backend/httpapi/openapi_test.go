@@ -125,10 +125,14 @@ func TestHistoryQueries(t *testing.T) {
 		{"/switchyard/v1/stats?bucket=10ms", "bucket: at least 1s", 400},
 		{"/switchyard/v1/stats?since=720h&bucket=1s", "at most 10000 buckets", 400},
 		{"/switchyard/v1/stats?since=1h&bucket=1m", `"ttft":[]`, 200},
+		{"/switchyard/v1/requests/" + strings.Repeat("r", 60000), "no request rrr", 404},
 	} {
 		w := do(s, "GET", tt.path, "", nil)
 		if w.Code != tt.code || !strings.Contains(w.Body.String(), tt.want) {
-			t.Errorf("GET %s = %d %s; want %d with %q", tt.path, w.Code, w.Body.String(), tt.code, tt.want)
+			t.Errorf("GET %s = %d %s; want %d with %q", fleet.ClipTo(tt.path, 100), w.Code, fleet.ClipTo(w.Body.String(), 200), tt.code, tt.want)
+		}
+		if w.Body.Len() > 1<<10 {
+			t.Errorf("GET %s echoed %d bytes; want the caller's text clipped", fleet.ClipTo(tt.path, 100), w.Body.Len())
 		}
 	}
 	s, _ = newTestServer(t, Options{})

@@ -123,7 +123,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request) {
 	}
 	rec, err := s.o.History.Request(r.Context(), r.PathValue("id"))
 	if errors.Is(err, history.ErrNotFound) {
-		writeJSONError(w, http.StatusNotFound, "no request "+r.PathValue("id"))
+		writeJSONError(w, http.StatusNotFound, "no request "+fleet.ClipTo(r.PathValue("id"), 100))
 		return
 	}
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/switchyard/switchyard/backend/fleet"
 )
 
 // VRAMPressure is the demo's fault that is not a server's: a simulated GPU
@@ -83,7 +85,7 @@ func (d *Demo) SetFault(candidate, fault string) (DemoServer, error) {
 		for _, c := range d.f.Candidates() {
 			ids = append(ids, c.ID)
 		}
-		return DemoServer{}, fmt.Errorf("no demo server %q: one of %s", candidate, strings.Join(ids, ", "))
+		return DemoServer{}, fmt.Errorf("no demo server %q: one of %s", fleet.ClipTo(candidate, 100), strings.Join(ids, ", "))
 	}
 	pressure := fault == VRAMPressure
 	if pressure {

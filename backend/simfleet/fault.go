@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
 )
 
 // FaultKind names one way a simulated server misbehaves. The names are the
@@ -226,7 +228,7 @@ func ParseFault(s string) (Fault, error) {
 		for i, r := range faultTable {
 			names[i] = string(r.kind)
 		}
-		return Fault{}, fmt.Errorf("unknown fault %q: one of %s", name, strings.Join(names, ", "))
+		return Fault{}, fmt.Errorf("unknown fault %q: one of %s", fleet.ClipTo(name, 100), strings.Join(names, ", "))
 	}
 	f := Fault{Kind: kind}
 	if !hasArg {

@@ -1,6 +1,7 @@
 package simfleet
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,12 @@ func TestUnknownNamesListTheKnownOnes(t *testing.T) {
 	}
 	if _, err := d.SetFault("qwen3-8b", "explode"); err == nil || !strings.HasSuffix(err.Error(), ", or vram_pressure (GPU memory pressure)") {
 		t.Errorf("SetFault(explode) = %v; want the fault names with vram_pressure", err)
+	}
+	// A caller's long name is clipped before it is echoed.
+	long := strings.Repeat("r", 1<<20)
+	for _, err := range []error{func() error { _, err := d.SetFault(long, "healthy"); return err }(), func() error { _, err := ParseFault(long); return err }()} {
+		if err == nil || len(err.Error()) > 1<<10 {
+			t.Errorf("error for a name of 1 MiB: %d bytes; want at most 1 KiB", len(fmt.Sprint(err)))
+		}
 	}
 }
