@@ -48,6 +48,12 @@ func (st *state) resolve(model string, thinking bool) (first string, think bool,
 			model = base
 		}
 	}
+	if _, id := st.byID[model]; !id && model != AliasAuto && model != fl.DeepThinkingModel {
+		// Ollama matches names without regard to case, and its clients
+		// show Switchyard's ids as model names: "QWEN3-8B" or
+		// "Auto:latest" is the id or alias, an exact one first.
+		model = st.foldName(model)
+	}
 	switch {
 	case model == "" || model == AliasAuto:
 		if thinking && fl.DeepThinkingModel != "" {
@@ -68,6 +74,26 @@ func (st *state) resolve(model string, thinking bool) (first string, think bool,
 		}
 	}
 	return "", false, st.unknownModel(model)
+}
+
+// foldName is the alias or candidate id that model names regardless of
+// case and of a ":latest" tag, in priority order; else model.
+func (st *state) foldName(model string) string {
+	base := model
+	if i := strings.LastIndexByte(model, ':'); i >= 0 && strings.EqualFold(model[i:], ":latest") {
+		base = model[:i]
+	}
+	for _, n := range [...]string{AliasAuto, st.fleet.DeepThinkingModel} {
+		if n != "" && strings.EqualFold(n, base) {
+			return n
+		}
+	}
+	for _, t := range st.targets {
+		if strings.EqualFold(t.Candidate.ID, base) {
+			return t.Candidate.ID
+		}
+	}
+	return model
 }
 
 // plan orders the candidates for req (docs/DESIGN.md, "Candidate order"):

@@ -89,3 +89,23 @@ func TestUnknownModelListsTheNames(t *testing.T) {
 		t.Errorf("Stream(gpt-4o) = %v; want the known names", err)
 	}
 }
+
+// Names are matched as Ollama matches them, without regard to case, ids
+// and aliases too (its clients show ids as model names): an exact id
+// first, with or without ":latest".
+func TestNamesFoldCase(t *testing.T) {
+	f := newFake(map[string]script{})
+	fl := testFleet(f, Settings{})
+	fl.Targets = append(fl.Targets, Target{Candidate: fleet.Candidate{ID: "A", Model: "other", Priority: 9, Enabled: true}, Backend: f})
+	r := New(fl, Deps{})
+	for _, tt := range []struct{ model, want string }{
+		{"B", "b"}, {"b:LATEST", "b"}, {"AUTO", "a"}, {"Auto:latest", "a"}, {"a", "a"}, {"A", "A"}, {"MODEL-C", "c"},
+	} {
+		if c, err := r.Resolve(tt.model, false); err != nil || c.ID != tt.want {
+			t.Errorf("Resolve(%q) = %q, %v; want %q", tt.model, c.ID, err, tt.want)
+		}
+	}
+	if _, err := r.Resolve("bb", false); !errors.Is(err, fleet.ErrUnknownModel) {
+		t.Errorf("Resolve(bb) = %v; want unknown", err)
+	}
+}
