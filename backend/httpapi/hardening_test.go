@@ -45,7 +45,7 @@ func TestStrictRequests(t *testing.T) {
 		{name: "a 1 MiB model name (Ollama)", path: "/api/chat", body: `{"model":"` + longModel + `","messages":[{"role":"user","content":"x"}]}`,
 			wantStatus: 400, wantBody: "is longer than 256"},
 		{name: "GET on a POST endpoint", method: "GET", path: "/v1/chat/completions", wantStatus: 405,
-			wantBody: `"message":"method GET not allowed on /v1/chat/completions (use POST)"`, wantHeader: [2]string{"Allow", "POST"}},
+			wantBody: `"message":"method GET not allowed on /v1/chat/completions (use POST)","param":null,"type":"invalid_request_error"`, wantHeader: [2]string{"Allow", "POST"}},
 		{name: "GET on a POST endpoint (Ollama)", method: "GET", path: "/api/chat", wantStatus: 405, wantBody: `{"error":"method GET`, wantHeader: [2]string{"Allow", "POST"}},
 		{name: "POST on a GET endpoint", method: "POST", path: "/switchyard/v1/status", body: "{}", wantStatus: 405, wantHeader: [2]string{"Allow", "GET, HEAD"}},
 		{name: "no such path is still 404", method: "GET", path: "/v1/nothing-here", wantStatus: 404, wantBody: "no such endpoint"},

@@ -273,7 +273,7 @@ func writeOpenAIRouteError(w http.ResponseWriter, status int, msg string) {
 // openaiErrorType is the OpenAI error type for an HTTP status.
 func openaiErrorType(status int) string {
 	switch status {
-	case 400, 413, 422:
+	case 400, 405, 408, 413, 415, 422:
 		return "invalid_request_error"
 	case 401:
 		return "authentication_error"

@@ -599,7 +599,8 @@ func TestResponsesRefused(t *testing.T) {
 		want       string
 	}{
 		{"malformed JSON", `{"model":`, 400, "malformed JSON"},
-		{"a field of the wrong type", `{"model":"auto","input":"x","temperature":"hot"}`, 400, `field \"temperature\": expected float64, got JSON string`},
+		{"a field of the wrong type", `{"model":"auto","input":"x","temperature":"hot"}`, 400, `field \"temperature\": expected a number, got JSON string`},
+		{"a body of the wrong type", `["x"]`, 400, `the body: expected an object, got JSON array`},
 		{"a field of Switchyard's of the wrong type", `{"model":"auto","input":"x","previous_response_id":7}`, 400, `field \"previous_response_id\"`},
 		{"no input", `{"model":"auto"}`, 400, "input: required"},
 		{"an unknown previous_response_id", `{"model":"auto","input":"x","previous_response_id":"resp_1"}`, 400, `previous_response_id: no response \"resp_1\" is kept here`},

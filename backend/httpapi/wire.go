@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -105,10 +106,42 @@ func (s *Server) bodyError(err error) (int, error) {
 	switch {
 	case errors.As(err, &se):
 		return http.StatusBadRequest, fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, err)
+	case errors.As(err, &te) && te.Field == "":
+		return http.StatusBadRequest, fmt.Errorf("the body: expected %s, got JSON %s", jsonKind(te.Type), te.Value)
 	case errors.As(err, &te):
-		return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", fleet.ClipTo(te.Field, 100), te.Type, te.Value)
+		return http.StatusBadRequest, fmt.Errorf("field %q: expected %s, got JSON %s", fleet.ClipTo(te.Field, 100), jsonKind(te.Type), te.Value)
 	}
 	return http.StatusBadRequest, fmt.Errorf("malformed JSON: %v", fleet.ClipTo(err.Error(), 200))
+}
+
+// jsonKind says what JSON a Go type takes, in a caller's words ("an
+// array"), not Go's ("[]api.Message").
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "a string"
+		}
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another value"
 }
 
 // blankBufs are blankRest's read buffers: a buffer handed to an io.Reader

@@ -62,6 +62,9 @@ func Describe(a fleet.Attempt) string {
 	case fleet.OutcomeSuccess:
 		return a.Candidate + ": ok"
 	}
+	if a.Fault == fleet.FaultCapability {
+		return a.Candidate + ": " + strings.TrimPrefix(a.Error, "skipped: ")
+	}
 	if a.Error != "" {
 		return fmt.Sprintf("%s: %s", a.Candidate, a.Error)
 	}

@@ -147,6 +147,9 @@ func TestUnsupportedEverywhereIsTheRequestsFault(t *testing.T) {
 	if !strings.Contains(err.Error(), "a: n: one answer per request") {
 		t.Errorf("error %q does not say why", err)
 	}
+	if n := strings.Count(err.Error(), "a: n: one answer per request"); n != 1 {
+		t.Errorf("error %q says a's reason %d times; want once", err, n)
+	}
 	for _, id := range []string{"a", "b", "c"} {
 		if opened, _ := f.counts(id); opened != 0 {
 			t.Errorf("%s opened %d times", id, opened)
@@ -240,5 +243,25 @@ func TestRawSurvivesTheProbeAndFieldsAreCollected(t *testing.T) {
 	_ = append(ans.Logprobs[0], "xx"...)
 	if string(ans.Events[1]) != lines[len(lines)-1] || string(ans.Logprobs[1]) != `[{"token":" there"}]` {
 		t.Errorf("after appending to the first: Events[1] = %s, Logprobs[1] = %s", ans.Events[1], ans.Logprobs[1])
+	}
+}
+
+// A thinking request to a fleet where no candidate reasons is refused as
+// the request's (400, as Ollama refuses it), not as a fleet to wait for.
+func TestThinkingWithoutAThinker(t *testing.T) {
+	f := newFake(map[string]script{"a": answer("x")})
+	fl := testFleet(f, Settings{})
+	fl.Targets = fl.Targets[:1] // a does not reason
+	fl.DeepThinkingModel = ""
+	r := New(fl, Deps{Recorder: &memRecorder{}})
+	_, err := r.Stream(t.Context(), &fleet.Request{Thinking: true})
+	var e *Error
+	if !errors.As(err, &e) || e.Failure != fleet.FailureUnsupported || !strings.Contains(err.Error(), "no candidate supports thinking") {
+		t.Fatalf("error = %v; want FailureUnsupported saying no candidate supports thinking", err)
+	}
+	if s, err := r.Stream(t.Context(), &fleet.Request{}); err != nil {
+		t.Errorf("the same fleet without thinking: %v", err)
+	} else {
+		s.Close()
 	}
 }

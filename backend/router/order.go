@@ -110,6 +110,12 @@ func (r *Router) plan(st *state, req *fleet.Request, now time.Time) (plan, error
 		r.balance(st, req, ordered, now)
 	}
 	p := plan{thinking: think}
+	if len(ordered) == 0 && think && slices.ContainsFunc(st.targets, func(t Target) bool { return eligible(t.Candidate, false) }) {
+		// Candidates there are, none that reasons: no wait makes one, so
+		// the caller is told, as Ollama tells it (400 "does not support
+		// thinking"), not asked to retry.
+		return plan{}, fmt.Errorf("%w: no candidate supports thinking (set supports_thinking: true on a candidate whose model reasons; an Ollama model's own capabilities are read from its server)", ErrUnsupported)
+	}
 	if len(ordered) == 0 {
 		return plan{}, fleet.ErrNoCandidates
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/breaker"
@@ -109,8 +108,11 @@ func (r *Router) begin(ctx context.Context, req *fleet.Request, aggregate bool) 
 	p, err := r.plan(st, req, now)
 	if err != nil {
 		failure := fleet.FailureNoCandidates
-		if errors.Is(err, fleet.ErrUnknownModel) {
+		switch {
+		case errors.Is(err, fleet.ErrUnknownModel):
 			failure = fleet.FailureUnknownModel
+		case errors.Is(err, ErrUnsupported):
+			failure = fleet.FailureUnsupported
 		}
 		return nil, ru.fail(failure, err)
 	}
@@ -195,17 +197,16 @@ func (ru *run) commitNext() (*Stream, error) {
 	return nil, ru.fail(fleet.FailureUnavailable, ErrAllFailed)
 }
 
-// unsupported says why no candidate could serve the request when every
-// one of them lacked what it asks for; nil when any failed otherwise.
+// unsupported is ErrUnsupported when every candidate lacked what the
+// request asks for (the Error names each one's reason); nil when any
+// failed otherwise.
 func unsupported(attempts []fleet.Attempt) error {
-	why := make([]string, 0, len(attempts))
 	for _, a := range attempts {
 		if a.Fault != fleet.FaultCapability {
 			return nil
 		}
-		why = append(why, a.Candidate+": "+strings.TrimPrefix(a.Error, "skipped: "))
 	}
-	return fmt.Errorf("%w: %s", ErrUnsupported, strings.Join(why, "; "))
+	return ErrUnsupported
 }
 
 // stop ends routing with h: the empty answer, or an error.
