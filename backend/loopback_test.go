@@ -18,7 +18,8 @@ import (
 // and no `switchyard check --config backend/config/example.yaml` can reach
 // another machine.
 func TestNothingNamesAnotherMachine(t *testing.T) {
-	url := regexp.MustCompile(`(?i)\b(?:https?|wss?)://(\[[0-9a-f:]+\]|[a-z0-9][a-z0-9.-]*)`)
+	// The host follows a user and password when there is one.
+	url := regexp.MustCompile(`(?i)\b(?:https?|wss?)://(?:[^@/\s"'\x60]*@)?(\[[0-9a-f:]+\]|[a-z0-9][a-z0-9.-]*)`)
 	ipv4 := regexp.MustCompile(`(?:^|[^0-9.])((?:\d{1,3}\.){3}\d{1,3})(?:[^0-9.]|$)`)
 	var files []string
 	filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
@@ -72,7 +73,7 @@ var documentation = []netip.Prefix{
 }
 
 func thisMachineOnly(host string) bool {
-	host = strings.Trim(strings.ToLower(host), "[]")
+	host = strings.TrimSuffix(strings.Trim(strings.ToLower(host), "[]"), ".") // "localhost." is localhost
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if ip.IsLoopback() || ip.IsUnspecified() {
 			return true

@@ -52,7 +52,7 @@ func TestCandidateFleet(t *testing.T) {
 		{"localhost. is local", Candidate{URL: "http://localhost.:11434"}, nil, fleet.Candidate{URL: "http://localhost.:11434", Local: true}},
 		{"0.0.0.0 is this machine", Candidate{URL: "http://0.0.0.0:8000/v1"}, nil, fleet.Candidate{URL: "http://0.0.0.0:8000/v1", Local: true}},
 		{":: is this machine", Candidate{URL: "http://[::]:8000/v1"}, nil, fleet.Candidate{URL: "http://[::]:8000/v1", Local: true}},
-		{"a LAN address is not", Candidate{URL: "http://192.168.1.20:11434"}, nil, fleet.Candidate{URL: "http://192.168.1.20:11434"}},
+		{"another machine is not", Candidate{URL: "http://192.0.2.20:11434"}, nil, fleet.Candidate{URL: "http://192.0.2.20:11434"}},
 		{"LAN is not local", Candidate{URL: "http://198.51.100.2:11434"}, nil, fleet.Candidate{URL: "http://198.51.100.2:11434"}},
 		{"name is not local", Candidate{URL: "http://gpu-box.invalid:11434"}, nil, fleet.Candidate{URL: "http://gpu-box.invalid:11434"}},
 		{"localhost.example is not local", Candidate{URL: "http://localhost.example"}, nil, fleet.Candidate{URL: "http://localhost.example"}},
