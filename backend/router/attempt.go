@@ -76,7 +76,8 @@ func (ru *run) startAttempt(e *entry, t breaker.Ticket) *attempt {
 	d, cold := ru.r.deps.Deadlines.FirstToken(c, ceiling)
 	m := ru.r.mark(c.ID)
 	a := &attempt{e: *e, ticket: t, inflight: &m.inflight, ceiling: ceiling, liveness: ru.r.deps.Liveness, r: ru.r, last: !ru.moreToTry()}
-	a.queued = ru.r.view(c, time.Now()).saturated
+	// An attempt gone back to a server that was busy waits in its queue.
+	a.queued = ru.wentBack || ru.r.view(c, time.Now()).saturated
 	a.othersAtStart = int(a.inflight.Add(1)) - 1
 	a.startSeq = m.starts.Add(1)
 	if a.queued && a.last && a.liveness == nil {

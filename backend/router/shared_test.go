@@ -590,6 +590,31 @@ func TestBackToTheBusyServer(t *testing.T) {
 			t.Errorf("a's breaker counted %d failures; want none", n)
 		}
 
+		// The wait of the attempt gone back is a wait in a queue, never a
+		// sample of the server's first token, even when it ends before
+		// its deadline (the other client's job was nearly done).
+		spy := &spyDeadlines{d: 2 * time.Second}
+		then := &thenBackend{fakeBackend: f, id: "a", next: script{steps: []step{role(), {wait: time.Second}, tok("A"), finish()}}}
+		fl2 := firstOf(f, 2, time.Minute)
+		for i := range fl2.Targets {
+			fl2.Targets[i].Backend = then
+		}
+		r2 := New(fl2, Deps{Recorder: rec, Deadlines: spy, Liveness: live})
+		f.set("a", slow)
+		s, err = r2.Stream(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatalf("Stream() = %v; want a's answer", err)
+		}
+		drain(s)
+		if got, want := faults(rec.last().Attempts), []string{"a:busy/queued", "b:error/server", "a:success/"}; !equal(got, want) {
+			t.Errorf("attempts = %v; want %v", got, want)
+		}
+		for _, smp := range spy.taught() {
+			if !smp.Queued {
+				t.Errorf("the attempt gone back to taught a warm sample of %v", smp.TTFT)
+			}
+		}
+
 		// A server found not alive is not gone back to.
 		live.set("a", deadPulse)
 		f.set("a", script{steps: []step{{block: true}}})
@@ -608,4 +633,21 @@ func firstOf(f *fakeBackend, n int, ceiling time.Duration) Fleet {
 	fl := testFleet(f, Settings{FirstTokenTimeout: ceiling})
 	fl.Targets = fl.Targets[:n]
 	return fl
+}
+
+// thenBackend serves id's first call as its fake's script says, and its
+// later calls with next.
+type thenBackend struct {
+	*fakeBackend
+	id   string
+	next script
+	once sync.Once
+}
+
+func (b *thenBackend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Request) (fleet.Stream, error) {
+	s, err := b.fakeBackend.Open(ctx, c, req)
+	if c.ID == b.id {
+		b.once.Do(func() { b.set(b.id, b.next) })
+	}
+	return s, err
 }
