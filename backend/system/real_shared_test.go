@@ -1,6 +1,9 @@
 package system
 
 import (
+	"bufio"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -239,5 +242,58 @@ func TestRealBandsShareTheLoad(t *testing.T) {
 	t.Logf("served: %v", served)
 	if served["alpha"] == 0 || served["bravo"] == 0 {
 		t.Errorf("served %v; want both servers of the band to serve", served)
+	}
+}
+
+// A request to the only Ollama is cut at the ceiling behind another
+// client's long job; then another request waits behind a short job. Ollama finished the first job in between (its
+// /api/ps expiry moved), so the second wait is queued and waited for, not
+// cut at once as a server that answers nobody (docs/DESIGN.md, "Shared
+// servers").
+func TestRealOllamaThatAnsweredOthersIsWaitedFor(t *testing.T) {
+	b := realserver.Find(t)
+	oll := ollamaWith(t, b, []string{"OLLAMA_NUM_PARALLEL=1"}, map[string]string{"tiny": realserver.ChatMLModelfile(b.Tiny(t))})
+	const sel = quietSelection + "  first_token_timeout: 3s\n  min_samples: 3\n  deadline_floor: 300ms\n  ttft_multiplier: 1\n"
+	sy := startReal(t, sel, ollamaCand("alpha", oll, "tiny", ""))
+	warm(t, sy, "alpha", 4)
+	ask := func() realAnswer {
+		return chat(t, sy.url, "/v1/chat/completions", openaiBody("alpha", true, `,"max_tokens":4`))
+	}
+
+	wait := generating(t, oll.Root+"/api/chat", ollamaBody("tiny", true, `,"options":{"num_predict":6000}`))
+	if a := ask(); a.status == 200 && a.complete {
+		t.Fatalf("a request behind a job of 6000 tokens was answered within the 3 s ceiling: make the job longer")
+	}
+	wait()
+
+	wait = generating(t, oll.Root+"/api/chat", ollamaBody("tiny", true, `,"options":{"num_predict":600}`))
+	a := ask()
+	wait()
+	if a.status != 200 || !a.complete {
+		rec := sy.record(t, a)
+		t.Fatalf("behind a short job after the long one: %d %s; attempts %v (%s)", a.status, a.body, faultsOf(rec.Attempts), rec.Attempts[0].Error)
+	}
+	if got := sy.breakerOf("alpha"); got != "closed/0" {
+		t.Errorf("alpha's breaker = %s; want closed, its answer clearing the earlier failure", got)
+	}
+}
+
+// generating sends body to url as another client would, streamed, and
+// returns once the server has begun to answer it (its first line), so
+// that what follows waits behind it; wait reads the rest.
+func generating(t *testing.T, url, body string) (wait func()) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadBytes('\n'); err != nil || resp.StatusCode != 200 {
+		resp.Body.Close()
+		t.Fatalf("the other client: %d %v", resp.StatusCode, err)
+	}
+	return func() {
+		io.Copy(io.Discard, r)
+		resp.Body.Close()
 	}
 }
