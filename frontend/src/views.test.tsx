@@ -535,12 +535,61 @@ describe('Chat across reloads and while an answer streams', () => {
     // The page goes away while the second answer streams.
     const again = new ChatSession(client, live, store);
     expect(again.turns.map((t) => (t.kind === 'user' ? t.text : `${t.phase}: ${t.content}`))).toEqual([
-      'Hello', 'done: Hi there.', 'Tell me more', 'stopped: ',
+      'Hello', 'done: Hi there.', 'Tell me more', 'stopped: Hi there.',
     ]);
     await show(<ChatScreen client={client} live={live} session={again} />);
     expect([...root.querySelectorAll('[data-testid=question]')].map((q) => q.textContent)).toEqual(['YouHello', 'YouTell me more']);
     again.clear();
     expect(store.data.has(CHAT_KEY)).toBe(false);
+  });
+
+  it('keeps what streamed up to the moment the page goes away', async () => {
+    const store = memoryStore();
+    let h: { onContent(c: string): void } | null = null;
+    const client = {
+      models: () => Promise.resolve({ object: 'list', data: [] }),
+      requestWhenRecorded: () => new Promise(() => {}),
+      chat: (_req: unknown, _signal: AbortSignal, handlers: { onContent(c: string): void }) => {
+        h = handlers;
+        handlers.onContent('llama3.2-3b here:');
+        return new Promise(() => {});
+      },
+    } as unknown as Client;
+    const live = new LiveStore(client);
+    const first = new ChatSession(client, live, store);
+    void first.send('reload mid stream', 'auto', false);
+    await settle();
+    h!.onContent(' Switchyard sent your request my way');
+    window.dispatchEvent(new Event('pagehide'));
+    const again = new ChatSession(client, live, store);
+    expect(again.turns.map((t) => (t.kind === 'user' ? t.text : `${t.phase}: ${t.content}`))).toEqual([
+      'reload mid stream', 'stopped: llama3.2-3b here: Switchyard sent your request my way',
+    ]);
+  });
+
+  it('counts thinking from the first reasoning token, not from the question', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance', 'requestAnimationFrame'] });
+    let h: { onReasoning(r: string): void; onContent(c: string): void } | null = null;
+    let end: (() => void) | null = null;
+    const client = {
+      models: () => Promise.resolve({ object: 'list', data: [] }),
+      requestWhenRecorded: () => new Promise(() => {}),
+      chat: (_req: unknown, _signal: AbortSignal, handlers: { onReasoning(r: string): void; onContent(c: string): void }) => {
+        h = handlers;
+        return new Promise((resolve) => (end = () => resolve({ finished: true })));
+      },
+    } as unknown as Client;
+    const session = new ChatSession(client, new LiveStore(client), null);
+    const done = session.send('Think first', 'auto', true);
+    vi.advanceTimersByTime(8000); // a failover before the first token
+    h!.onReasoning('Let me see.');
+    vi.advanceTimersByTime(300);
+    h!.onContent('Yes.');
+    end!();
+    await done;
+    const answer = session.turns.at(-1) as AnswerTurn;
+    expect(answer.ttftMs).toBe(8000);
+    expect(answer.thoughtMs).toBe(300);
   });
 
   it('says why Enter sends nothing while an answer streams, and sends a suggestion as it is', async () => {

@@ -46,6 +46,9 @@ export const CHAT_KEY = 'switchyard.chat.turns';
 /** The most turns kept: the oldest go first. */
 export const MAX_KEPT_TURNS = 100;
 
+/** How often a streaming answer is written to the store. */
+export const KEEP_EVERY_MS = 1000;
+
 /** The part of Storage a session keeps its conversation in. */
 export type TurnStore = Pick<Storage, 'getItem' | 'setItem' | 'removeItem'>;
 
@@ -65,6 +68,8 @@ export class ChatSession {
   private seq = 0;
   private listeners = new Set<() => void>();
   private scheduled = false;
+  /** When the conversation was last written (performance.now()). */
+  private keptAt = 0;
 
   /**
    * A session starts with the conversation kept in store (localStorage by
@@ -78,6 +83,8 @@ export class ChatSession {
   ) {
     this.turns = this.restore();
     this.seq = this.turns.reduce((m, t) => Math.max(m, t.key), 0);
+    // A reload or a closed tab keeps what has streamed so far, to the last token.
+    if (typeof window !== 'undefined') window.addEventListener('pagehide', () => this.keep());
   }
 
   private restore(): Turn[] {
@@ -93,6 +100,7 @@ export class ChatSession {
 
   /** keep writes the conversation to the store; a full or disabled store keeps nothing. */
   private keep(): void {
+    this.keptAt = performance.now();
     try {
       if (this.turns.length === 0) this.store?.removeItem(CHAT_KEY);
       else this.store?.setItem(CHAT_KEY, JSON.stringify(this.turns.slice(-MAX_KEPT_TURNS)));
@@ -163,19 +171,29 @@ export class ChatSession {
       if (now) this.notifyNow();
       else this.notifySoon();
     };
+    // The first token changes the phase: the conversation is written then.
     const firstToken = () => {
       if (answer.ttftMs === null) return { ttftMs: Math.round(performance.now() - startedAt), phase: 'streaming' as Phase };
       return {};
     };
+    // Thinking lasts from the first reasoning token to the first content,
+    // not from the question: the wait for a first token and any failover
+    // are the TTFT's.
+    let reasoningAt: number | null = null;
 
     try {
       const result = await this.client.chat({ model, messages, thinking }, ctl.signal, {
         onOpen: (route) => update({ route }, true),
-        onReasoning: (r) => update({ ...firstToken(), reasoning: answer.reasoning + r }),
+        onReasoning: (r) => {
+          reasoningAt ??= performance.now();
+          const first = firstToken();
+          update({ ...first, reasoning: answer.reasoning + r }, 'phase' in first);
+        },
         onContent: (c) => {
           const thought =
-            answer.reasoning && answer.thoughtMs === null ? { thoughtMs: Math.round(performance.now() - startedAt) } : {};
-          update({ ...firstToken(), ...thought, content: answer.content + c });
+            answer.reasoning && answer.thoughtMs === null ? { thoughtMs: Math.round(performance.now() - (reasoningAt ?? startedAt)) } : {};
+          const first = firstToken();
+          update({ ...first, ...thought, content: answer.content + c }, 'phase' in first);
         },
         onStreamError: (message) => update({ phase: 'stream_error', error: message }, true),
       });
@@ -215,7 +233,8 @@ export class ChatSession {
     this.scheduled = true;
     const flush = () => {
       this.scheduled = false;
-      this.notifyNow(false);
+      // While tokens stream, the conversation is written now and then.
+      this.notifyNow(performance.now() - this.keptAt >= KEEP_EVERY_MS);
     };
     if (typeof requestAnimationFrame === 'function' && typeof document !== 'undefined' && !document.hidden) {
       requestAnimationFrame(flush);
@@ -224,7 +243,7 @@ export class ChatSession {
     }
   }
 
-  /** notifyNow tells the views; with keep (at each change of phase, not at every token) it writes the conversation too. */
+  /** notifyNow tells the views; with keep (at each change of phase, and every KEEP_EVERY_MS while tokens stream, not at every token) it writes the conversation too. */
   private notifyNow(keep = true): void {
     if (keep) this.keep();
     for (const fn of this.listeners) fn();
