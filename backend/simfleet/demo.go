@@ -1,6 +1,7 @@
 package simfleet
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -92,8 +93,11 @@ func (d *Demo) SetFault(candidate, fault string) (DemoServer, error) {
 		fault = string(FaultHealthy)
 	}
 	f, err := ParseFault(fault)
-	if err != nil {
+	if errors.Is(err, ErrUnknownFault) {
 		return DemoServer{}, fmt.Errorf("%w, or %s (GPU memory pressure)", err, VRAMPressure)
+	}
+	if err != nil {
+		return DemoServer{}, err
 	}
 	if err := d.f.SetFault(candidate, f); err != nil {
 		return DemoServer{}, err

@@ -1,6 +1,7 @@
 package simfleet
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -13,6 +14,9 @@ import (
 // FaultKind names one way a simulated server misbehaves. The names are the
 // ones the HTTP API, the CLI and the experiment use.
 type FaultKind string
+
+// ErrUnknownFault: a fault name that is none of the kinds.
+var ErrUnknownFault = errors.New("unknown fault")
 
 // The fault kinds. faultTable says what each does; each applies to chat
 // requests that arrive after it was set (requests already in flight keep
@@ -228,7 +232,7 @@ func ParseFault(s string) (Fault, error) {
 		for i, r := range faultTable {
 			names[i] = string(r.kind)
 		}
-		return Fault{}, fmt.Errorf("unknown fault %q: one of %s", fleet.ClipTo(name, 100), strings.Join(names, ", "))
+		return Fault{}, fmt.Errorf("%w %q: one of %s", ErrUnknownFault, fleet.ClipTo(name, 100), strings.Join(names, ", "))
 	}
 	f := Fault{Kind: kind}
 	if !hasArg {
@@ -238,7 +242,7 @@ func ParseFault(s string) (Fault, error) {
 		return Fault{}, fmt.Errorf("fault %s takes no parameter", kind)
 	}
 	if err := r.param.parse(&f, arg); err != nil {
-		return Fault{}, fmt.Errorf("fault %s: bad parameter %q: %w", kind, arg, err)
+		return Fault{}, fmt.Errorf("fault %s takes %s (%s), not %q", kind, r.param.form(), r.param.about(), fleet.ClipTo(arg, 100))
 	}
 	if err := f.validate(); err != nil {
 		return Fault{}, err
@@ -306,6 +310,8 @@ func (f Fault) normalized() Fault {
 type faultParam interface {
 	// about describes it for a UI (FaultInfo.Arg).
 	about() string
+	// form says what text it takes: "a whole number".
+	form() string
 	// parse reads s into f.
 	parse(f *Fault, s string) error
 	// format writes f's value, and says whether the name shows it.
@@ -339,6 +345,13 @@ func duration(what string, field func(*Fault) *time.Duration, def time.Duration)
 }
 
 func (p param[T]) about() string { return p.what }
+
+func (p param[T]) form() string {
+	if _, ok := any(p.def).(time.Duration); ok {
+		return "a duration such as 250ms or 2s"
+	}
+	return "a whole number"
+}
 
 func (p param[T]) parse(f *Fault, s string) error {
 	v, err := p.read(s)

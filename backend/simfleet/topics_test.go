@@ -57,6 +57,14 @@ func TestUnknownNamesListTheKnownOnes(t *testing.T) {
 	if _, err := d.SetFault("qwen3-8b", "explode"); err == nil || !strings.HasSuffix(err.Error(), ", or vram_pressure (GPU memory pressure)") {
 		t.Errorf("SetFault(explode) = %v; want the fault names with vram_pressure", err)
 	}
+	// A bad parameter says what the fault takes, in words, and nothing of
+	// vram_pressure, which is no answer to it.
+	if _, err := d.SetFault("qwen3-8b", "status:abc"); err == nil || err.Error() != `fault status takes a whole number (HTTP N), not "abc"` {
+		t.Errorf("SetFault(status:abc) = %v; want what status takes", err)
+	}
+	if _, err := ParseFault("slow:soon"); err == nil || !strings.Contains(err.Error(), "takes a duration such as 250ms or 2s") {
+		t.Errorf("ParseFault(slow:soon) = %v; want what slow takes", err)
+	}
 	// A caller's long name is clipped before it is echoed.
 	long := strings.Repeat("r", 1<<20)
 	for _, err := range []error{func() error { _, err := d.SetFault(long, "healthy"); return err }(), func() error { _, err := ParseFault(long); return err }()} {
