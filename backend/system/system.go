@@ -206,6 +206,14 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.source == SourceDemo {
+		// The demo's config is shown, never written: it says the address
+		// and the history file in force, which --addr and the demo's own
+		// file set, not the defaults.
+		shown := s.cfg
+		shown.Listen, shown.History.Path = s.Addr(), dbPath
+		s.cfgText = generatedConfig(shown)
+	}
 	s.metrics.WatchHistory(func() metrics.HistoryHealth {
 		h := s.store.Health()
 		return metrics.HistoryHealth{Writable: h.Err == nil, Pending: h.Pending, WriteErrors: h.WriteErrors, Lost: h.Lost}

@@ -128,6 +128,10 @@ func TestDemoModeAndStatus(t *testing.T) {
 
 	var st schema.Status
 	getJSON(t, sys.URL()+"/switchyard/v1/status", &st)
+	// The config shown says the address and history file in force.
+	if y := sys.Config().YAML; !strings.Contains(y, "listen: "+sys.Addr()) || !strings.Contains(y, filepath.Join(dir, "switchyard", "demo-history.db")) {
+		t.Errorf("the demo's config shows\n%s\nwant listen %s and its own history file", y, sys.Addr())
+	}
 	// Four servers, two of which serve an embedding model beside their
 	// chat model: six candidates.
 	if !st.Demo || len(st.Candidates) != 6 || st.Config.Source != string(SourceDemo) {
