@@ -121,7 +121,6 @@ const (
 	markLoading          // skipped until its server is ready, or wait
 	markMissing          // its model is not there: skipped until found
 	markUnsupported      // its model lacks what the request asked
-	markAnswered         // it gave a first token: not stuck, not crashing
 )
 
 // judge is the verdict table: how an attempt that ended with e ended, and
@@ -135,7 +134,7 @@ func judge(e ending) verdict {
 		return judgeCommitted(e)
 	}
 	if e.committed && e.err == io.EOF {
-		return verdict{outcome: fleet.OutcomeSuccess, tell: hearSuccess, sample: true, mark: markAnswered}
+		return verdict{outcome: fleet.OutcomeSuccess, tell: hearSuccess, sample: true}
 	}
 	switch {
 	case e.shutdown:
@@ -261,7 +260,7 @@ func judgeEmpty(e ending) verdict {
 func judgeCommitted(e ending) verdict {
 	switch {
 	case e.err == io.EOF:
-		return verdict{outcome: fleet.OutcomeSuccess, tell: hearSuccess, sample: true, mark: markAnswered}
+		return verdict{outcome: fleet.OutcomeSuccess, tell: hearSuccess, sample: true}
 	case e.shutdown:
 		return verdict{outcome: fleet.OutcomeShutdown, errText: "cut short: switchyard is shutting down", tell: hearIgnore,
 			sample: true}

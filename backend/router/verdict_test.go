@@ -90,7 +90,7 @@ func TestJudge(t *testing.T) {
 		{"timeout on a live server nothing answers", ending{err: fleet.ErrFirstTokenTimeout, alive: alive, stuck: 61e9},
 			verdict{outcome: fleet.OutcomeTimeout, fault: fleet.FaultServer, tell: hearFailure, settle: settleServer}},
 		{"committed: a clean end", ending{err: io.EOF, committed: true},
-			verdict{outcome: fleet.OutcomeSuccess, tell: hearSuccess, sample: true, mark: markAnswered}},
+			verdict{outcome: fleet.OutcomeSuccess, tell: hearSuccess, sample: true}},
 		{"committed: the caller closed it", ending{err: errClosed, committed: true, closed: true},
 			verdict{outcome: fleet.OutcomeClientAbort, fault: fleet.FaultClient, tell: hearIgnore, sample: true}},
 		{"committed: cut by the shutdown", ending{err: errClosed, committed: true, callerGone: true, shutdown: true},
