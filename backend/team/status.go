@@ -73,6 +73,8 @@ func (t *Team) Status() Status {
 			n.Link = st.Link
 		case now.Sub(n.LastSeen) > 3*t.o.Heartbeat:
 			n.Link = LinkOffline
+		default:
+			n.Link = LinkOnline
 		}
 	}
 

@@ -411,12 +411,7 @@ func (t *Team) beat(ctx context.Context, conn *pgx.Conn, parts partitions) error
 			rows.Close()
 			return fmt.Errorf("nodes: %w", err)
 		}
-		age := time.Duration(ageMS) * time.Millisecond
-		n.LastSeen = now.Add(-age)
-		n.Link = LinkOnline
-		if age > 3*t.o.Heartbeat {
-			n.Link = LinkOffline
-		}
+		n.LastSeen = now.Add(-time.Duration(ageMS) * time.Millisecond) // Status says its link from it
 		nodes = append(nodes, n)
 	}
 	rows.Close()
