@@ -8,6 +8,7 @@
 package breaker
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -253,15 +254,22 @@ func (b *Breaker) Snapshot() Snapshot {
 // Retune sets the failure threshold and the cool-down (zero: the
 // default), as a config reload changed them, keeping the breaker's state:
 // an open breaker's cool-down is the new length from when it opened, and
-// the failures counted so far count toward the new threshold.
+// the failures counted so far count toward the new threshold, so a closed
+// breaker that has already counted as many opens now.
 func (b *Breaker) Retune(failureThreshold int, openDuration time.Duration) {
 	s := Settings{FailureThreshold: failureThreshold, OpenDuration: openDuration}.withDefaults()
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.s.FailureThreshold, b.s.OpenDuration = s.FailureThreshold, s.OpenDuration
-	if b.state == fleet.BreakerOpen {
+	var ch *fleet.BreakerChange
+	switch {
+	case b.state == fleet.BreakerOpen:
 		b.openUntil = b.lastChange.Add(s.OpenDuration)
+	case b.state == fleet.BreakerClosed && b.failures >= s.FailureThreshold:
+		cause := fmt.Sprintf("%d failures in a row, the new failure_threshold", b.failures)
+		ch = b.transition(fleet.BreakerOpen, b.s.Now(), cause)
 	}
+	b.mu.Unlock()
+	b.notify(ch)
 }
 
 // Restore puts the breaker into the state a previous run left it in. A

@@ -349,5 +349,19 @@ func TestRetuneKeepsTheState(t *testing.T) {
 		if s := c.Snapshot(); s.State != fleet.BreakerOpen {
 			t.Errorf("one failure before a threshold of 2 and one after: %s; want open", s.State)
 		}
+
+		var changes []fleet.BreakerChange
+		d := New("e", Settings{FailureThreshold: 3, OnChange: func(ch fleet.BreakerChange) { changes = append(changes, ch) }})
+		for range 2 {
+			tk, _ := d.Allow()
+			d.Done(tk, Failure, "x")
+		}
+		d.Retune(2, 0)
+		if s := d.Snapshot(); s.State != fleet.BreakerOpen || s.Remaining != DefaultOpenDuration {
+			t.Errorf("two failures counted, the threshold lowered to 2: %s, %v left; want open for the cool-down", s.State, s.Remaining)
+		}
+		if len(changes) != 1 || changes[0].To != fleet.BreakerOpen || changes[0].Cause != "2 failures in a row, the new failure_threshold" {
+			t.Errorf("transitions reported: %+v; want one to open, saying why", changes)
+		}
 	})
 }
