@@ -41,17 +41,17 @@ var configKeys = []key[Config]{
 
 	section[Config]("history", "the request history store"),
 	field("history.path", func(c *Config) *string { return &c.History.Path }, text, "",
-		`SQLite file; "" is $XDG_DATA_HOME/switchyard/history.db`),
+		`SQLite file, opened at start; "" is $XDG_DATA_HOME/switchyard/history.db`),
 	field("history.retention", func(c *Config) *time.Duration { return &c.History.Retention }, duration, history.DefaultRetention,
 		"how long requests are kept",
 		positive),
 
 	section[Config]("team", "several Switchyards sharing one fleet through PostgreSQL (docs/DESIGN.md, \"Teams\")"),
 	field("team.database_env", func(c *Config) *string { return &c.Team.DatabaseEnv }, text, "",
-		`name of the environment variable that holds the team's PostgreSQL connection string; "": no team`,
+		`name of the environment variable that holds the team's PostgreSQL connection string, read at start; "": no team`,
 		envName),
 	field("team.node", func(c *Config) *string { return &c.Team.Node }, text, "",
-		`this Switchyard's name in the team, unique in it; "" is the host name`,
+		`this Switchyard's name in the team, unique in it, read at start; "" is the host name`,
 		nodeName),
 
 	section[Config]("selection", "circuit breakers and first-token deadlines"),

@@ -141,7 +141,8 @@ type hooks struct {
 }
 
 // settings are a Store's Options and hooks, with the defaults in place of
-// zero values; fixed at Open.
+// zero values; fixed at Open, but for retention, which SetRetention
+// changes on the writer goroutine, the only one that reads it.
 type settings struct {
 	retention  time.Duration
 	batchSize  int

@@ -301,6 +301,43 @@ func TestPrunesEveryHour(t *testing.T) {
 	})
 }
 
+// A reload that shortens the retention sweeps at once, even while a
+// sweep of the old one is under way; one that lengthens it sweeps nothing.
+func TestSetRetentionSweepsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := openTemp(t, Options{Retention: -1, Now: time.Now})
+		ctx := context.Background()
+		now := time.Now()
+		for i := range 300 {
+			mustRecord(t, s, rec(fmt.Sprintf("ancient-%03d", i), now.Add(-40*24*time.Hour)))
+		}
+		mustRecord(t, s, rec("week", now.Add(-7*24*time.Hour)), rec("today", now))
+		if err := s.SetRetention(ctx, 30*24*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetRetention(ctx, 5*24*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute) // far less than the hourly sweep
+		synctest.Wait()
+		if n := count(t, s, "requests"); n != 1 {
+			t.Fatalf("a minute after the retention went to 30 days, then 5: %d requests; want 1 (today's)", n)
+		}
+		if err := s.SetRetention(ctx, 0); err != nil { // the default, 30 days: longer
+			t.Fatal(err)
+		}
+		mustRecord(t, s, rec("month", now.Add(-20*24*time.Hour)))
+		if err := s.SetRetention(ctx, 25*24*time.Hour); err != nil { // shorter, but nothing expired
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if _, err := s.Request(ctx, "month"); err != nil {
+			t.Errorf("Request(month) under a retention of 25 days = %v; want it kept", err)
+		}
+	})
+}
+
 func TestCloseFlushesBreakerChanges(t *testing.T) {
 	s, path := openTemp(t, Options{})
 	const n = 50

@@ -106,6 +106,28 @@ func (s *Store) Prune(ctx context.Context) (int64, error) {
 	}
 }
 
+// SetRetention changes Retention, as a config reload does (zero: the
+// default; negative keeps everything). A shorter one sweeps at once, so
+// that lowering the retention gives the disk back without waiting for the
+// hourly sweep; the sweep runs in the background, as every sweep does.
+func (s *Store) SetRetention(ctx context.Context, d time.Duration) error {
+	if d == 0 {
+		d = DefaultRetention
+	}
+	return s.do(ctx, func() error {
+		was := s.cfg.retention
+		s.cfg.retention = d
+		switch {
+		case d < 0 || (was >= 0 && d >= was):
+		case s.w.sweep != nil:
+			s.w.reSweep = true // its cutoff is the old retention's
+		default:
+			s.beginSweep(nil, false)
+		}
+		return nil
+	})
+}
+
 func wrapPrune(err error) error {
 	if err == nil {
 		return nil
@@ -271,6 +293,10 @@ func (s *Store) endSweep(err error) {
 	}
 	if sw.atStart {
 		close(s.startSwept)
+	}
+	if s.w.reSweep && !errors.Is(err, ErrClosed) {
+		s.w.reSweep = false
+		s.beginSweep(nil, false)
 	}
 }
 

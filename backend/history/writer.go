@@ -98,6 +98,7 @@ type writer struct {
 	moveArmed bool                  // moveTimer will fire
 	ckpt      checkpointer          // checkpoint.go
 	sweep     *sweep                // the sweep under way, nil when none (sweep.go)
+	reSweep   bool                  // a shorter retention came during the sweep: sweep again after it
 	yield     *time.Timer           // how long the sweep's next step waits for queries to end
 	yielding  bool                  // yield runs
 	// What could not be written, oldest first, and how trying again

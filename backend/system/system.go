@@ -541,7 +541,7 @@ func (s *System) apply(cfg config.Config) error {
 	if s.demo != nil {
 		cfg.Chat = demoChat(s.demo)
 	}
-	prevTeam := s.cfg.Team
+	prevTeam, prevHistory := s.cfg.Team, s.cfg.History
 	s.cfg, s.cfgText, s.rejected = cfg, string(data), nil
 	if s.source != SourceDemo {
 		s.source = SourceFile
@@ -552,6 +552,7 @@ func (s *System) apply(cfg config.Config) error {
 	s.poller.Update(cfg.Candidates(s.o.Getenv))
 	s.updateTeam(cfg.Candidates(s.o.Getenv))
 	s.noteTeamChange(prevTeam, cfg.Team)
+	s.retuneHistory(prevHistory, cfg)
 	s.monitor.SetPolicy(policy(cfg))
 	s.learner.Tune(cfg.Selection.TTFTMultiplier, cfg.Selection.DeadlineFloor, cfg.Selection.MinSamples)
 	s.publishCandidates()
@@ -562,6 +563,27 @@ func (s *System) apply(cfg config.Config) error {
 	s.o.Logf("config %s applied", s.cfgPath)
 	s.hub.PublishConfig(nil)
 	return nil
+}
+
+// retuneHistory applies an edit's history.retention to the history and
+// the team, and the breaker's timings to the team's reports; a new
+// history.path applies at the next start, and the log says so.
+func (s *System) retuneHistory(prev config.History, cfg config.Config) {
+	if cfg.History.Retention != prev.Retention {
+		if err := s.store.SetRetention(context.Background(), cfg.History.Retention); err != nil {
+			s.o.Logf("config: history.retention: %v", err)
+		}
+	}
+	if s.team != nil {
+		s.team.Tune(cfg.Selection.OpenDuration, cfg.Selection.FirstTokenTimeout, cfg.History.Retention)
+	}
+	switch {
+	case cfg.History.Path == prev.Path || s.demo != nil:
+	case s.o.DBPath != "":
+		s.o.Logf("config: history.path does not apply: --db %s sets the history file", s.o.DBPath)
+	default:
+		s.o.Logf("config: history.path applies at the next start; the history is written to %s until then", s.historyPath)
+	}
 }
 
 // reject keeps the config in force and shows why the edit was refused.

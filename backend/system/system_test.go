@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -641,5 +643,62 @@ func TestPortFallbackSaysWhy(t *testing.T) {
 	defer sys.Close()
 	if st := sys.Status(); st.Listen == taken.Addr().String() || st.ListenTaken != taken.Addr().String() {
 		t.Errorf("listen %q, listen_taken %q; want another address, and %s said taken", st.Listen, st.ListenTaken, taken.Addr())
+	}
+}
+
+// TestHistoryEditsOnReload: a shorter history.retention sweeps at once;
+// a new history.path is said to wait for the next start, or to be
+// overridden by --db.
+func TestHistoryEditsOnReload(t *testing.T) {
+	f, err := simfleet.StartFast(1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, db := range []string{"", "flag.db"} {
+		dir := t.TempDir()
+		cfgPath := fleetConfig(t, f, "history:\n  path: "+filepath.Join(dir, "first.db")+"\n", "fast-1", "")
+		var mu sync.Mutex
+		var logged []string
+		o := Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", Logf: func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			logged = append(logged, fmt.Sprintf(format, args...))
+		}}
+		if db != "" {
+			o.DBPath = filepath.Join(dir, db)
+		}
+		sys, err := New(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sys.Close()
+		old := fleet.RequestRecord{ID: "old", StartedAt: time.Now().Add(-10 * 24 * time.Hour), Protocol: fleet.ProtocolOpenAI,
+			RequestedModel: "auto", Status: fleet.StatusOK}
+		if err := sys.store.Record(t.Context(), old); err != nil {
+			t.Fatal(err)
+		}
+		cfg := sys.cfg
+		cfg.History.Retention = 5 * 24 * time.Hour
+		cfg.History.Path = filepath.Join(dir, "second.db")
+		if err := sys.apply(cfg); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "the request of 10 days ago is still kept under a retention of 5 days", func() bool {
+			_, err := sys.store.Request(t.Context(), "old")
+			return errors.Is(err, history.ErrNotFound)
+		})
+		want := "history.path applies at the next start; the history is written to " + filepath.Join(dir, "first.db")
+		if db != "" {
+			want = "history.path does not apply: --db " + o.DBPath + " sets the history file"
+		}
+		mu.Lock()
+		if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, want) }) {
+			t.Errorf("log = %q; want %q", logged, want)
+		}
+		mu.Unlock()
+		if _, err := os.Stat(filepath.Join(dir, "second.db")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("second.db: %v; want none until the next start", err)
+		}
 	}
 }

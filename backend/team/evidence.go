@@ -141,7 +141,8 @@ func (t *Team) Observe(ev fleet.Event) {
 		id = ev.Breaker.Candidate
 		switch ev.Breaker.To {
 		case fleet.BreakerOpen:
-			status, detail, holdFor = StatusBreakerOpen, "breaker open: "+ev.Breaker.Cause, t.o.OpenFor+t.o.ProbeFor
+			tn := t.tuned.Load()
+			status, detail, holdFor = StatusBreakerOpen, "breaker open: "+ev.Breaker.Cause, tn.openFor+tn.probeFor
 		case fleet.BreakerClosed:
 			status = StatusOK
 		default:

@@ -149,3 +149,19 @@ func TestFrozenDatabaseLeavesTheRequestPathAlone(t *testing.T) {
 	}
 	eventually(t, "team link offline", func() bool { return a.Status().Link == LinkOffline })
 }
+
+// TestTuneChangesTheHold: a reload's shorter cool-down and first-token
+// ceiling shorten how long a report of an open breaker holds.
+func TestTuneChangesTheHold(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase()
+	a, b := start(t, fast(url, "a")), start(t, fast(url, "b"))
+	eventually(t, "online", func() bool { return a.Status().Link == LinkOnline && b.Status().Link == LinkOnline })
+	a.Tune(5*time.Second, 10*time.Second, 0)
+	breakerOpen(a)
+	eventually(t, "b suspects the server", func() bool { return b.Remote(shared, time.Now()).Suspect })
+	if rm := b.Remote(shared, time.Now().Add(16*time.Second)); rm.Suspect {
+		t.Errorf("Remote() 16s on, past the tuned 5s cool-down and 10s probe = %+v; want nothing", rm)
+	}
+	a.Close()
+	b.Close()
+}

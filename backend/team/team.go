@@ -165,6 +165,20 @@ type Team struct {
 
 	nodesMu sync.Mutex
 	nodes   []Node
+
+	tuned atomic.Pointer[tuning] // what Tune changes of o
+}
+
+// tuning are the Options a config reload changes (Tune).
+type tuning struct{ openFor, probeFor, retention time.Duration }
+
+// Tune sets Retention, OpenFor and ProbeFor (zero: the default), as a
+// config reload changed history.retention and the breaker's cool-down and
+// first-token ceiling. A shorter retention drops partitions at the next
+// hourly round.
+func (t *Team) Tune(openFor, probeFor, retention time.Duration) {
+	o := Options{OpenFor: openFor, ProbeFor: probeFor, Retention: retention}.withDefaults()
+	t.tuned.Store(&tuning{o.OpenFor, o.ProbeFor, o.Retention})
 }
 
 // Link states.
@@ -197,6 +211,7 @@ func New(o Options) (*Team, error) {
 		cfg.ConnectTimeout = o.OpTimeout
 	}
 	t := &Team{o: o, cfg: cfg, wake: make(chan struct{}, 1)}
+	t.tuned.Store(&tuning{o.OpenFor, o.ProbeFor, o.Retention})
 	t.ev = newEvidence(o)
 	now := o.Now()
 	for i := range t.links {
@@ -375,12 +390,13 @@ const retainEvery = time.Hour
 
 // retain drops the partitions older than Retention.
 func (t *Team) retain(ctx context.Context, conn *pgx.Conn) error {
-	if t.o.Retention < 0 {
+	keep := t.tuned.Load().retention
+	if keep < 0 {
 		return nil
 	}
 	octx, cancel := t.op(ctx)
 	defer cancel()
-	if _, err := dropBefore(octx, conn, t.o.Now().Add(-t.o.Retention)); err != nil {
+	if _, err := dropBefore(octx, conn, t.o.Now().Add(-keep)); err != nil {
 		return fmt.Errorf("retention: %w", err)
 	}
 	return nil
