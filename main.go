@@ -155,7 +155,11 @@ func serve(cmd string, args []string, stdout, stderr io.Writer) int {
 	o := baseOptions(stderr)
 	fl.StringVar(&o.ConfigPath, "config", "", "config `FILE` (default $XDG_CONFIG_HOME/switchyard/config.yaml)")
 	fl.StringVar(&o.Addr, "addr", "", "listen `ADDR`ESS, host:port (default the config's listen, 127.0.0.1:8484)")
-	fl.StringVar(&o.DBPath, "db", "", "history database `FILE` (default the config's history.path, else $XDG_DATA_HOME/switchyard/history.db)")
+	dbDefault := "the config's history.path, else $XDG_DATA_HOME/switchyard/" + system.HistoryFile + "; with --demo, " + system.DemoHistoryFile + " there"
+	if cmd == "demo" {
+		dbDefault = "$XDG_DATA_HOME/switchyard/" + system.DemoHistoryFile + ", apart from the real history"
+	}
+	fl.StringVar(&o.DBPath, "db", "", "history database `FILE` (default "+dbDefault+")")
 	demo := new(bool)
 	if cmd == "serve" {
 		fl.BoolVar(demo, "demo", false, "serve the simulated demo fleet instead of the configured servers")
@@ -182,6 +186,7 @@ func serve(cmd string, args []string, stdout, stderr io.Writer) int {
 	for _, line := range sys.CandidateLines(ctx) {
 		o.Logf("%s", line)
 	}
+	o.Logf("%s", sys.ConfigLine())
 	o.Logf("history: %s", sys.HistoryPath())
 	o.Logf("serving on %s%s — open %s/ for the UI; press Ctrl+C to stop", sys.Addr(), label, sys.URL())
 	if err := sys.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {

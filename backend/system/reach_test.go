@@ -2,6 +2,7 @@ package system
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -181,5 +182,56 @@ func TestWriteConfig(t *testing.T) {
 	defer demo.Close()
 	if _, err := demo.WriteConfig(); err == nil || errors.Is(err, fs.ErrExist) {
 		t.Errorf("WriteConfig() of the demo = %v; want a refusal", err)
+	}
+}
+
+// The start-up line says which config is in force and where one goes; a
+// config written at the default path while the demo fleet stands in for
+// it is said to need a restart, in the log, the status and the Settings.
+func TestDemoStandInSaysWhatAConfigNeeds(t *testing.T) {
+	dead := closedPort(t)
+	var log logLines
+	dir := t.TempDir()
+	sys, err := New(t.Context(), Options{ConfigHome: dir, DataHome: dir, Addr: "127.0.0.1:0", Logf: log.logf,
+		DiscoverOllama: []string{"http://" + dead}, DiscoverOpenAI: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "switchyard", "config.yaml")
+	if got, want := sys.ConfigLine(), "config: none at "+path+": serving the demo fleet; write a config there (docs/CONFIG.md) and restart to serve your own servers"; got != want {
+		t.Errorf("ConfigLine() = %q; want %q", got, want)
+	}
+	runSystem(t, sys)
+	<-sys.watchReady
+	events := subscribe(t, sys.URL())
+	os.WriteFile(path, []byte("chat:\n  candidates:\n    - {id: mine, provider: ollama, url: \"http://"+dead+"\", model: m}\n"), 0o600)
+	var d map[string]any
+	if err := json.Unmarshal(events.next(t, schema.EventConfig), &d); err != nil {
+		t.Fatal(err)
+	}
+	const want = "restart it to serve this file's servers"
+	if d["ok"] != false || !strings.Contains(fmt.Sprint(d["error"]), want) {
+		t.Errorf("config event = %v; want rejected, saying %q", d, want)
+	}
+	if st := sys.Config(); st.Source != string(SourceDemo) || !strings.Contains(st.Error, want) {
+		t.Errorf("config state = %+v; want the demo, and the restart said", st.ConfigState)
+	}
+	if !strings.Contains(log.text(), want) {
+		t.Errorf("log lacks %q:\n%s", want, log.text())
+	}
+
+	// The demo with a config file says so, in its line and its YAML.
+	cfg := filepath.Join(dir, "demo.yaml")
+	os.WriteFile(cfg, []byte("selection: {open_duration: 1m}\n"), 0o600)
+	demo, err := New(t.Context(), Options{Demo: true, ConfigPath: cfg, ConfigHome: dir, DataHome: dir, Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer demo.Close()
+	if got, want := demo.ConfigLine(), "config: "+cfg+", its candidates replaced by the demo fleet's"; got != want {
+		t.Errorf("demo ConfigLine() = %q; want %q", got, want)
+	}
+	if y := demo.Config().YAML; !strings.HasPrefix(y, "# generated: the demo fleet, with the other settings of "+cfg+"\n") || !strings.Contains(y, "open_duration: 1m") {
+		t.Errorf("demo config YAML:\n%s\nwant the demo fleet with %s's settings", y, cfg)
 	}
 }

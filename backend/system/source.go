@@ -88,8 +88,11 @@ func (s *System) startDemo() error {
 	// would, rather than the minute a real fleet allows an unknown model.
 	s.cfg.Selection.FirstTokenTimeout = DemoFirstTokenTimeout
 	s.cfg.Selection.MinSamples = DemoMinSamples
+	if s.source == SourceFile {
+		s.demoFrom = s.cfgPath
+	}
 	s.source = SourceDemo
-	s.cfgText = generatedConfig(s.cfg)
+	s.cfgText = demoConfig(s.cfg, s.demoFrom)
 	return nil
 }
 

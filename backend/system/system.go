@@ -116,6 +116,9 @@ type System struct {
 	// "" when the API listens where it was asked to.
 	listenTaken string
 	baseStop    context.CancelFunc
+	// demoFrom is the config file whose settings the demo runs under, ""
+	// when none was read.
+	demoFrom string
 	// historyPath is the history database's file.
 	historyPath string
 
@@ -212,7 +215,7 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		// file set, not the defaults.
 		shown := s.cfg
 		shown.Listen, shown.History.Path = s.Addr(), dbPath
-		s.cfgText = generatedConfig(shown)
+		s.cfgText = demoConfig(shown, s.demoFrom)
 	}
 	s.metrics.WatchHistory(func() metrics.HistoryHealth {
 		h := s.store.Health()
@@ -386,6 +389,15 @@ func generatedConfig(cfg config.Config) string {
 	return "# generated: no config file was found\n" + config.Render(cfg)
 }
 
+// demoConfig is the YAML of the demo's config: the demo fleet, with the
+// other settings of the file at path when one was read.
+func demoConfig(cfg config.Config, path string) string {
+	if path == "" {
+		return generatedConfig(cfg)
+	}
+	return "# generated: the demo fleet, with the other settings of " + path + "\n" + config.Render(cfg)
+}
+
 // Requests reads the history, as GET /switchyard/v1/requests does.
 func (s *System) Requests(ctx context.Context, f history.Filter) ([]fleet.RequestRecord, error) {
 	return s.store.Requests(ctx, f)
@@ -396,6 +408,25 @@ func (s *System) Addr() string { return s.ln.Addr().String() }
 
 // URL is the API's base URL.
 func (s *System) URL() string { return "http://" + s.Addr() }
+
+// ConfigLine says, for the start-up log, which config is in force and
+// where a config file goes.
+func (s *System) ConfigLine() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.source == SourceFile:
+		return "config: " + s.cfgPath
+	case s.source == SourceDiscovered:
+		return "config: none at " + s.cfgPath + ": serving the servers found on this machine until a config is written there (the UI's Settings can write this one)"
+	case s.o.Demo && s.demoFrom != "":
+		return "config: " + s.demoFrom + ", its candidates replaced by the demo fleet's"
+	case s.o.Demo:
+		return "config: none (the demo fleet)"
+	default:
+		return "config: none at " + s.cfgPath + ": serving the demo fleet; write a config there (docs/CONFIG.md) and restart to serve your own servers"
+	}
+}
 
 // Source says where the candidates came from.
 func (s *System) Source() Source {
@@ -416,7 +447,7 @@ func (s *System) Run(ctx context.Context) error {
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		if s.Source() == SourceDemo && s.o.ConfigPath == "" {
+		if s.o.Demo && s.o.ConfigPath == "" {
 			close(s.watchReady) // nothing to watch
 			return
 		}
@@ -535,6 +566,11 @@ func (s *System) apply(cfg config.Config) error {
 	}
 	if err := config.CheckExposure(s.bound(), cfg.APIKey); err != nil {
 		return fmt.Errorf("api_key: %w; nothing of this edit was applied", err)
+	}
+	if s.demo != nil && !s.o.Demo {
+		// The demo fleet stood in for a missing file, and its history is
+		// the demo's own: the file's servers need a start of their own.
+		return errors.New("a config file is here now, but Switchyard started on the demo fleet for want of one: restart it to serve this file's servers")
 	}
 	data, _ := os.ReadFile(s.cfgPath)
 	s.mu.Lock()
