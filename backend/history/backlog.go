@@ -172,6 +172,7 @@ func (s *Store) flush() bool {
 		s.healthMu.Lock()
 		s.health.Pending = len(s.w.backlog)
 		s.healthMu.Unlock()
+		s.checkpointBetween()
 	}
 	s.w.backlog, s.w.evBacklog = nil, nil
 	return true

@@ -42,9 +42,8 @@ func (s *Store) Import(ctx context.Context, recs []fleet.RequestRecord) error {
 			w.rollback()
 			return fmt.Errorf("import: commit: %w", err)
 		}
-		if s.w.ckpt.since += len(recs); s.w.ckpt.since >= checkpointAt {
-			s.checkpointNow()
-		}
+		s.w.ckpt.since += len(recs)
+		s.checkpointBetween()
 		return nil
 	})
 }

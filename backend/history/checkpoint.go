@@ -70,9 +70,28 @@ func (s *Store) checkpointNow() {
 	}
 }
 
-// checkpointed takes the end of a checkpoint. Writer goroutine only.
+// checkpointBetween checkpoints, when one is due, between two of the
+// back-to-back transactions of a backlog written or an inbox moved after
+// a full disk: a checkpoint beside them would never catch up, and the
+// WAL took 73 MB for 10,000 records, more than the room a user had just
+// made. Writer goroutine only.
+func (s *Store) checkpointBetween() {
+	if s.w.ckpt.since >= checkpointAt {
+		s.checkpointNow()
+	}
+}
+
+// checkpointed takes the end of a checkpoint. Without the journal the
+// writer went on committing beside it (see run), so it did not copy the
+// whole WAL, and the WAL would never start again: it grew by some 25 KB a
+// request without end. The writer copies what was committed meanwhile
+// itself, a few pages, so that its next commit starts the WAL again.
+// Writer goroutine only.
 func (s *Store) checkpointed(err error) {
 	s.w.ckpt.running = false
+	if err == nil && s.journal == nil {
+		_, err = s.w.ckpt.c.query("PRAGMA wal_checkpoint(PASSIVE)")
+	}
 	if err != nil {
 		s.cfg.logf("history: checkpoint: %v", err)
 	}

@@ -383,5 +383,6 @@ func (s *Store) moveAll() error {
 			s.w.unmoved = 0
 			return nil
 		}
+		s.checkpointBetween()
 	}
 }
