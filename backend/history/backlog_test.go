@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -184,14 +185,34 @@ func TestDamagedFileIsRefused(t *testing.T) {
 	}
 	f.Close()
 	_, err = Open(path, Options{Check: true})
-	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "move it aside") {
-		t.Fatalf("Open(damaged, Check) = %v; want ErrDamaged saying what to do", err)
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "move it aside") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Open(damaged, Check) = %v; want ErrDamaged saying what to do, on one line", err)
 	}
 	// Without the marker of a clean shutdown, as after a crash.
 	os.Remove(path + cleanSuffix)
 	_, err = Open(path, Options{})
 	if !errors.Is(err, ErrDamaged) {
 		t.Fatalf("Open(damaged) after an unclean shutdown = %v; want ErrDamaged", err)
+	}
+}
+
+// A path that can't hold a history is said for what it is, never taken
+// for a damaged file whose advice would move a user's folder aside.
+func TestOpenSaysWhyAPathCantBeUsed(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Open(dir, Options{})
+	if !errors.Is(err, ErrUnusable) || errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), dir+" is a directory: name a file in it, such as "+filepath.Join(dir, "history.db")) {
+		t.Errorf("Open(a directory) = %v; want ErrUnusable naming a file in it", err)
+	}
+	if runtime.GOOS == "linux" {
+		// Nobody, root included, makes files in /proc.
+		_, err = Open("/proc/switchyard-history.db", Options{})
+		if !errors.Is(err, ErrUnusable) || errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "can't make files in /proc") {
+			t.Errorf("Open(a file in /proc) = %v; want ErrUnusable saying files can't be made there", err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("Open left %d files in %s", len(entries), dir)
 	}
 }
 

@@ -61,6 +61,10 @@ var (
 	// the whole file only after an unclean shutdown, or when
 	// Options.Check asks it to.
 	ErrDamaged = errors.New("history database is damaged")
+	// ErrUnusable: the path can't hold a history Switchyard writes: a
+	// directory, a read-only file, or a directory where SQLite can't make
+	// the files it keeps beside it (the WAL).
+	ErrUnusable = errors.New("history file can't be used")
 )
 
 // Defaults for the zero values of Options.
@@ -215,6 +219,9 @@ func open(path string, o Options, h hooks) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
+	if err := usable(path); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, err
@@ -323,6 +330,42 @@ const cleanSuffix = "-clean"
 // check runs SQLite's own consistency check of the whole file (PRAGMA
 // quick_check): a file with a sound header but damaged pages would
 // otherwise open, then lose new rows and fail listings.
+// usable says why path can't hold a history Switchyard writes, before
+// SQLite is asked, whose one "unable to open database file" would be
+// taken for damage, with the advice to move the path aside: a directory,
+// or a file on a read-only disk.
+func usable(path string) error {
+	what := "--db or history.path"
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("%w: %s is a directory: name a file in it, such as %s, with %s", ErrUnusable, path, filepath.Join(path, "history.db"), what)
+	case err == nil:
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("%w: %s can't be written (%w): make it writable, or name another file with %s", ErrUnusable, path, unwrapPath(err), what)
+		}
+		f.Close()
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".switchyard-probe-*")
+	if err != nil {
+		return fmt.Errorf("%w: can't make files in %s (%w), which SQLite needs beside %s for its WAL: make it writable, or name a file elsewhere with %s",
+			ErrUnusable, dir, unwrapPath(err), filepath.Base(path), what)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// unwrapPath is err without the path a *fs.PathError repeats.
+func unwrapPath(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
+}
+
 func check(ctx context.Context, db *sql.DB) error {
 	rows, err := db.QueryContext(ctx, "PRAGMA quick_check(8)")
 	if err != nil {
@@ -343,7 +386,13 @@ func check(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("quick_check: %s", strings.Join(problems, "; "))
+		// One line: SQLite's own lines may hold line breaks.
+		more := ""
+		if len(problems) > 2 {
+			more = fmt.Sprintf(" (and %d more)", len(problems)-2)
+			problems = problems[:2]
+		}
+		return fmt.Errorf("quick_check: %s%s", strings.Join(strings.Fields(strings.Join(problems, "; ")), " "), more)
 	}
 	return nil
 }
