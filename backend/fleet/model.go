@@ -9,10 +9,12 @@ import (
 // case-insensitively, with ":latest" implied when no tag is given
 // ("Qwen3" is "qwen3:latest").
 func SameModel(model, name string) bool {
-	return normalizeModel(model) == normalizeModel(name)
+	return ModelKey(model) == ModelKey(name)
 }
 
-func normalizeModel(s string) string { return Tagged(strings.ToLower(s)) }
+// ModelKey is the form in which the names SameModel takes for one are
+// equal: lower case, with Ollama's implied ":latest".
+func ModelKey(s string) string { return Tagged(strings.ToLower(s)) }
 
 // Tagged is name as Ollama lists it: with ":latest" when it has no tag
 // ("llama3.2" is "llama3.2:latest"; "qwen3:8b" stays).

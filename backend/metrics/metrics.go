@@ -27,7 +27,7 @@ type Metrics struct {
 	gpuUsed   *prometheus.GaugeVec
 	gpuTotal  *prometheus.GaugeVec
 	mu        sync.RWMutex
-	knownName map[string]bool // request model names kept as label values
+	knownName map[string]string // request model names kept as label values, by fleet.ModelKey
 }
 
 // ttftBuckets follow OpenTelemetry's gen_ai.server.time_to_first_token,
@@ -60,7 +60,7 @@ func New() *Metrics {
 		gpuTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "switchyard_gpu_memory_total_bytes", Help: "GPU memory in all.",
 		}, []string{"gpu"}),
-		knownName: map[string]bool{},
+		knownName: map[string]string{},
 	}
 	m.reg.MustRegister(m.requests, m.attempts, m.ttft, m.duration, m.breaker, m.gpuUsed, m.gpuTotal,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -113,9 +113,9 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // "other", so callers cannot blow up the series count. It also publishes a
 // closed breaker for every candidate not seen yet.
 func (m *Metrics) SetCandidates(names []string, candidates []string) {
-	known := make(map[string]bool, len(names))
+	known := make(map[string]string, len(names))
 	for _, n := range names {
-		known[n] = true
+		known[fleet.ModelKey(n)] = n
 	}
 	m.mu.Lock()
 	m.knownName = known
@@ -131,8 +131,10 @@ func (m *Metrics) modelLabel(model string) string {
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if m.knownName[model] {
-		return model
+	// The name as configured, however the caller wrote it ("C-OK",
+	// "c-ok:latest" from Ollama's tags, as the router resolves them).
+	if name, ok := m.knownName[fleet.ModelKey(model)]; ok {
+		return name
 	}
 	return "other"
 }

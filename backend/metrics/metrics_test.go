@@ -11,11 +11,16 @@ import (
 
 func TestSeries(t *testing.T) {
 	m := New()
-	m.SetCandidates([]string{"auto", "a", "b"}, []string{"a", "b"})
+	m.SetCandidates([]string{"auto", "a", "b", "qwen3:8b"}, []string{"a", "b"})
 	m.Observe(fleet.Event{Type: fleet.EventAttempt, Attempt: &fleet.Attempt{Candidate: "a", Outcome: fleet.OutcomeTimeout}})
 	m.Observe(fleet.Event{Type: fleet.EventCommit, Attempt: &fleet.Attempt{Candidate: "b", TTFT: 300 * time.Millisecond}})
 	m.Observe(fleet.Event{Type: fleet.EventRequestDone, Request: &fleet.RequestRecord{RequestedModel: "auto", ServedCandidate: "b", IsFallback: true, Status: fleet.StatusOK, Latency: time.Second}})
 	m.Observe(fleet.Event{Type: fleet.EventRequestDone, Request: &fleet.RequestRecord{RequestedModel: "made-up-by-a-caller", Status: fleet.StatusFailed}})
+	// Names as Ollama's tags list them, or in another case, are counted
+	// under the name configured.
+	for _, name := range []string{"A", "a:latest", "auto:latest", "QWEN3:8B"} {
+		m.Observe(fleet.Event{Type: fleet.EventRequestDone, Request: &fleet.RequestRecord{RequestedModel: name, ServedCandidate: "a", Status: fleet.StatusOK}})
+	}
 	m.Observe(fleet.Event{Type: fleet.EventBreaker, Breaker: &fleet.BreakerChange{Candidate: "a", To: fleet.BreakerOpen}})
 	m.SetGPU(0, 10<<30, 80<<30)
 
@@ -27,7 +32,10 @@ func TestSeries(t *testing.T) {
 		`switchyard_ttft_seconds_bucket{candidate="b",le="0.5"} 1`,
 		`switchyard_requests_total{fallback="true",requested_model="auto",served_candidate="b",status="ok"} 1`,
 		`switchyard_requests_total{fallback="false",requested_model="other",served_candidate="",status="error"} 1`,
-		`switchyard_request_duration_seconds_count{status="ok"} 1`,
+		`switchyard_requests_total{fallback="false",requested_model="a",served_candidate="a",status="ok"} 2`,
+		`switchyard_requests_total{fallback="false",requested_model="auto",served_candidate="a",status="ok"} 1`,
+		`switchyard_requests_total{fallback="false",requested_model="qwen3:8b",served_candidate="a",status="ok"} 1`,
+		`switchyard_request_duration_seconds_count{status="ok"} 5`,
 		`switchyard_breaker_state{candidate="a"} 2`,
 		`switchyard_breaker_state{candidate="b"} 0`,
 		`switchyard_gpu_memory_used_bytes{gpu="0"} 1.073741824e+10`,
