@@ -65,6 +65,11 @@ type StatusError struct {
 	// process has terminated"); the server starts it again for the next
 	// one (docs/DESIGN.md, "A request that crashes the runner").
 	Crash bool
+	// Invalid is set by the adapter when the server says the request
+	// itself is wrong, whatever the status: Ollama answers a bad format or
+	// an option of the wrong type with 500 when the request streams (and
+	// with 400 when it does not). It fails anywhere, as a 4xx does.
+	Invalid bool
 }
 
 // Is makes a StatusError with Output match ErrModelOutput.

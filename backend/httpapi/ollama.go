@@ -35,6 +35,9 @@ func ollamaRequest(q *api.ChatRequest) (*fleet.Request, error) {
 	if len(q.Messages) == 0 {
 		return nil, errors.New("messages: at least one message is required")
 	}
+	if err := checkFormat(q.Format); err != nil {
+		return nil, err
+	}
 	req := &fleet.Request{Model: q.Model, Stream: q.Stream == nil || *q.Stream, Format: q.Format}
 	if err := ollamaThink(q.Think, req); err != nil {
 		return nil, err
@@ -91,6 +94,18 @@ func ollamaThink(t *api.ThinkValue, req *fleet.Request) error {
 		req.NoThinking = !req.Thinking
 	}
 	return nil
+}
+
+// checkFormat refuses an Ollama format other than "json" or a JSON
+// schema (an object), in Ollama's words: an OpenAI-compatible candidate
+// would otherwise be asked for JSON, and a request for "xml" answered
+// with it.
+func checkFormat(format json.RawMessage) error {
+	f := bytes.TrimSpace(format)
+	if len(f) == 0 || f[0] == '{' || string(f) == "null" || string(f) == `""` || string(f) == `"json"` {
+		return nil
+	}
+	return fmt.Errorf(`invalid format: %s; expected "json" or a valid JSON Schema object`, fleet.ClipTo(string(f), 80))
 }
 
 // ollamaRoles are the roles of Ollama chat messages.
@@ -241,6 +256,10 @@ func (s *Server) readOllamaGenerate(w http.ResponseWriter, r *http.Request) *fle
 	}
 	if q.Prompt == "" && q.Suffix == "" && len(q.Images) == 0 {
 		s.ollamaLoad(w, r, q.Model, fields, true)
+		return nil
+	}
+	if err := checkFormat(q.Format); err != nil {
+		writeOllamaError(w, http.StatusBadRequest, err.Error())
 		return nil
 	}
 	req := &fleet.Request{Kind: fleet.KindGenerate, Model: q.Model, Prompt: q.Prompt, Suffix: q.Suffix, System: q.System,

@@ -335,7 +335,12 @@ func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, wr
 		status = failureStatus(re.Failure, re.Attempts)
 		w.Header().Set("X-Switchyard-Request-Id", re.RequestID)
 	}
-	switch {
+	switch se, _ := errors.AsType[*fleet.StatusError](err); {
+	case re != nil && re.Failure == fleet.FailureRejected && se != nil && se.Message != "":
+		// The upstream said what is wrong with the request: its words,
+		// as the server alone would answer (docs/DESIGN.md, "Other 4xx
+		// answers"), not repeated for its attempt.
+		msg = se.Message
 	case re != nil && re.Failure == fleet.FailureShutdown:
 		// The server cut the request short while shutting down; the
 		// caller is still there and deserves an answer.

@@ -170,7 +170,7 @@ func judge(e ending) verdict {
 	case se != nil && se.StatusCode == 404:
 		return verdict{outcome: fleet.OutcomeError, fault: fleet.FaultConfig, tell: hearIgnore,
 			mark: markMissing}
-	case se != nil && se.StatusCode >= 400 && se.StatusCode < 500 && se.StatusCode != 408 && se.StatusCode != 409 && se.StatusCode != 425:
+	case se != nil && (se.Invalid || se.StatusCode >= 400 && se.StatusCode < 500 && se.StatusCode != 408 && se.StatusCode != 409 && se.StatusCode != 425):
 		// The upstream says the request itself is wrong: it would fail
 		// anywhere.
 		return verdict{outcome: fleet.OutcomeNotRetryable, fault: fleet.FaultRequest, tell: hearIgnore,

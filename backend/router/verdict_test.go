@@ -41,6 +41,8 @@ func TestJudge(t *testing.T) {
 			verdict{outcome: fleet.OutcomeError, fault: fleet.FaultConfig, tell: hearIgnore, mark: markMissing}},
 		{"400", ending{err: st(400)},
 			verdict{outcome: fleet.OutcomeNotRetryable, fault: fleet.FaultRequest, tell: hearIgnore, settle: settleServer, haltFailure: fleet.FailureRejected}},
+		{"a 500 that says the request is invalid", ending{err: &fleet.StatusError{StatusCode: 500, Invalid: true}},
+			verdict{outcome: fleet.OutcomeNotRetryable, fault: fleet.FaultRequest, tell: hearIgnore, settle: settleServer, haltFailure: fleet.FailureRejected}},
 		{"413", ending{err: st(413)},
 			verdict{outcome: fleet.OutcomeNotRetryable, fault: fleet.FaultRequest, tell: hearIgnore, settle: settleServer, haltFailure: fleet.FailureRejected}},
 		{"422", ending{err: st(422)},

@@ -394,14 +394,38 @@ func TestRealRequestFaultsLockNobodyOut(t *testing.T) {
 		// (FINDINGS.md §3); a random seed may not.
 		assertHealthy(t, sy, ollamaBody("auto", false, `,"options":{"num_predict":4,"seed":2,"top_p":0.95,"min_p":0.05,"top_k":40,"temperature":0.8}`), "alpha", "bravo")
 	})
+	t.Run("fields Ollama refuses with a 500 when streamed", func(t *testing.T) {
+		// Ollama answers a bad format or an option of the wrong type with
+		// a 500 to a streamed request (400 unstreamed), and Switchyard
+		// always streams: two typos opened a fleet of one's breaker.
+		alpha := ollamaWith(t, b, nil, map[string]string{"tiny": realserver.ChatMLModelfile(b.Tiny(t))})
+		bravo := b.LlamaServer(t, realserver.LlamaOptions{})
+		sy := startReal(t, quietSelection, ollamaCand("alpha", alpha, "tiny", ""), llamaCand("bravo", bravo, ""))
+		for i, bad := range []struct{ more, says string }{
+			{`,"format":"xml"`, "invalid format"},
+			{`,"options":{"num_predict":4,"repeat_last_n":"x"}`, `repeat_last_n\" must be of type integer`},
+			{`,"options":{"num_predict":4,"num_thread":"x"}`, `num_thread\" must be of type integer`},
+		} {
+			for _, stream := range []bool{true, false} {
+				a := chat(t, sy.url, "/api/chat", ollamaBody("auto", stream, bad.more))
+				if a.status != http.StatusBadRequest || !strings.Contains(a.body, bad.says) || strings.Count(a.body, bad.says) != 1 || strings.Contains(a.body, "upstream HTTP") {
+					t.Errorf("request %d (stream %v): status %d body %s; want 400 with Ollama's reason, once, as Ollama says it", i, stream, a.status, a.body)
+				}
+				if got, want := faultsOf(sy.record(t, a).Attempts), []string{"alpha:not_retryable/request"}; !slices.Equal(got, want) {
+					t.Errorf("attempts = %v; want %v", got, want)
+				}
+			}
+		}
+		assertHealthy(t, sy, ollamaBody("auto", false, `,"options":{"num_predict":4}`), "alpha", "bravo")
+	})
 	t.Run("a prompt longer than the context", func(t *testing.T) {
 		alpha, bravo := b.LlamaServer(t, realserver.LlamaOptions{}), b.LlamaServer(t, realserver.LlamaOptions{})
 		sy := startReal(t, quietSelection, llamaCand("alpha", alpha, ""), llamaCand("bravo", bravo, ""))
 		long := fmt.Sprintf(`{"model":"auto","messages":[{"role":"user","content":%q}],"max_tokens":4}`, strings.Repeat("hello world ", 800))
 		for i := range 3 {
 			a := chat(t, sy.url, "/v1/chat/completions", long)
-			if a.status != http.StatusBadRequest || !strings.Contains(a.body, "context") {
-				t.Errorf("request %d: status %d body %s; want the server's 400", i, a.status, a.body)
+			if a.status != http.StatusBadRequest || strings.Count(a.body, "exceeds the available context size") != 1 || strings.Contains(a.body, "upstream HTTP") {
+				t.Errorf("request %d: status %d body %s; want the server's 400 and its message, once", i, a.status, a.body)
 			}
 			if got, want := faultsOf(sy.record(t, a).Attempts), []string{"alpha:not_retryable/request"}; !slices.Equal(got, want) {
 				t.Errorf("attempts = %v; want %v", got, want)

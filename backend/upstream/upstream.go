@@ -172,6 +172,7 @@ func StatusError(resp *http.Response, busyHint func(msg string) bool) *fleet.Sta
 	if resp.StatusCode >= 500 {
 		se.Output = ModelOutput(msg)
 		se.Crash = RunnerCrash(msg)
+		se.Invalid = InvalidRequest(msg)
 	}
 	switch resp.StatusCode {
 	case http.StatusBadRequest, http.StatusNotImplemented:
@@ -205,6 +206,17 @@ var modelOutput = regexp.MustCompile(`(?i)produced output that does not match|do
 // ModelOutput reports whether an error message says the server could not
 // parse the model's output for the request (see fleet.ErrModelOutput).
 func ModelOutput(msg string) bool { return modelOutput.MatchString(msg) }
+
+// invalidRequest matches Ollama's refusals of a request's own fields,
+// which it sends as a 500 to a streamed request and as a 400 to one that
+// is not (seen with the real v0.33): `invalid format: "\"xml\""; expected
+// "json" or a valid JSON Schema object`, `option "repeat_last_n" must be
+// of type integer`.
+var invalidRequest = regexp.MustCompile(`^(invalid format: |option "[^"]*" must be of type )`)
+
+// InvalidRequest reports whether an error message says the request's own
+// fields are wrong (see fleet.StatusError.Invalid).
+func InvalidRequest(msg string) bool { return invalidRequest.MatchString(msg) }
 
 // RunnerCrash reports whether an error message says the process that ran
 // the model died on the request: Ollama's 500 "llama-server process has

@@ -44,6 +44,10 @@ func TestStatusError(t *testing.T) {
 			fleet.StatusError{StatusCode: 501, Message: "This server does not support embeddings. Start it with `--embeddings`", Unsupported: "embedding"}},
 		{"output that does not parse", 500, nil, `{"error":{"code":500,"message":"The model produced output that does not match the expected peg-native format","type":"server_error"}}`,
 			fleet.StatusError{StatusCode: 500, Message: "The model produced output that does not match the expected peg-native format", Output: true}},
+		{"Ollama's streamed answer to a bad format", 500, nil, `{"error":"invalid format: \"\\\"xml\\\"\"; expected \"json\" or a valid JSON Schema object"}`,
+			fleet.StatusError{StatusCode: 500, Message: `invalid format: "\"xml\""; expected "json" or a valid JSON Schema object`, Invalid: true}},
+		{"Ollama's streamed answer to an option of the wrong type", 500, nil, `{"error":"option \"repeat_last_n\" must be of type integer"}`,
+			fleet.StatusError{StatusCode: 500, Message: `option "repeat_last_n" must be of type integer`, Invalid: true}},
 		{"Ollama's runner died on the request", 500, nil, `{"error":"llama-server process has terminated: GGML_ASSERT(n_ctx > 0) failed"}`,
 			fleet.StatusError{StatusCode: 500, Message: "llama-server process has terminated: GGML_ASSERT(n_ctx > 0) failed", Crash: true}},
 	}
