@@ -46,22 +46,6 @@ func TestAssemble(t *testing.T) {
 	}
 }
 
-// A usage-only event loses its usage for a caller that did not ask for
-// it, and with it the whole event unless something else is in it.
-func TestWithoutUsage(t *testing.T) {
-	for _, tt := range []struct{ event, want string }{
-		{`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":"fp","choices":[],"usage":{"prompt_tokens":3}}`, ``},
-		{`{"choices":[],"usage":{"prompt_tokens":3},"timings":{"predicted_n":1}}`, `{"choices":[],"timings":{"predicted_n":1}}`},
-		{`{"choices":[],"Usage":{"prompt_tokens":3}}`, `{"Usage":{"prompt_tokens":3},"choices":[]}`},
-		{`{"choices":[],"usage":{"prompt_tokens":3}`, ``},
-		{`not json`, ``},
-	} {
-		if got := string(withoutUsage([]byte(tt.event))); got != tt.want {
-			t.Errorf("withoutUsage(%s) = %s; want %s", tt.event, got, tt.want)
-		}
-	}
-}
-
 // mergeFields puts an event's fields into the map as json.Unmarshal does,
 // or changes nothing.
 func FuzzMergeFields(f *testing.F) {

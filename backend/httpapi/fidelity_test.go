@@ -615,15 +615,18 @@ func sameJSON(a []byte, b string) bool {
 }
 
 // llama.cpp moves its timings to the usage event when usage is asked for,
-// as Switchyard always asks: a caller that did not ask still gets them.
-func TestTimingsInTheUsageEventReachACallerWhoDidNotAsk(t *testing.T) {
+// as Switchyard always asks. A caller that did not ask gets no event with
+// empty choices, as OpenAI's streams promise and llama-server alone gives
+// it: a client that reads choices[0] of every event failed on it. The
+// timings come on the finish event (TestFinishEventTakesTheUsageEventsFields).
+func TestNoUsageEventForACallerWhoDidNotAsk(t *testing.T) {
 	usage := `{"choices":[],"created":1,"id":"c","model":"tiny","object":"chat.completion.chunk","usage":{"completion_tokens":1,"prompt_tokens":29,"total_tokens":30},"timings":{"predicted_n":1}}`
 	u := newUpstream(t, map[string]reply{"POST /v1/chat/completions": {contentType: "text/event-stream", body: sse(lcRole, lcHello, usage)}})
 	s := fleetServer(t, openaiCand(u, "tiny", "tiny"))
 	w := do(s, "POST", "/v1/chat/completions", `{"model":"tiny","stream":true,"messages":[{"role":"user","content":"hi"}]}`, nil)
 	body := w.Body.String()
-	if !strings.Contains(body, `"timings":{"predicted_n":1}`) || strings.Contains(body, `"usage"`) {
-		t.Errorf("stream = %s; want the timings without the usage", body)
+	if strings.Contains(body, `"choices":[]`) || strings.Contains(body, `"usage"`) || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Errorf("stream = %s; want no usage event", body)
 	}
 	w = do(s, "POST", "/v1/chat/completions", `{"model":"tiny","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, nil)
 	if !strings.Contains(w.Body.String(), "data: "+usage+"\n\n") {
@@ -701,5 +704,36 @@ func TestLoadGoesWhereAChatWould(t *testing.T) {
 	if w.Code != 503 || w.Body.String() != `{"error":"no candidate could load the model: dead did not answer; ill answered with an error (HTTP 500)"}`+"\n" ||
 		w.Header().Get("Retry-After") == "" {
 		t.Errorf("no server loads = %d %q", w.Code, w.Body)
+	}
+}
+
+// The finish event waits for the next one and takes what else a usage
+// event holds, for a caller that did not ask for usage; other events and
+// a caller that asked go out as they came.
+func TestFinishEventTakesTheUsageEventsFields(t *testing.T) {
+	finish := `{"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"id":"c","object":"chat.completion.chunk"}`
+	usage := `{"choices":[],"id":"c","usage":{"prompt_tokens":3},"timings":{"predicted_n":1},"x":[1,2]}`
+	for _, tt := range []struct {
+		name    string
+		upEvent []string
+		want    []string
+	}{
+		{"timings move to the finish event", []string{lcRole, finish, usage},
+			[]string{lcRole, `{"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"id":"c","object":"chat.completion.chunk","timings":{"predicted_n":1},"x":[1,2]}`}},
+		{"a usage event with nothing else", []string{lcRole, finish, `{"choices":[],"usage":{"prompt_tokens":3}}`}, []string{lcRole, finish}},
+		{"no usage event", []string{lcRole, finish}, []string{lcRole, finish}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u := newUpstream(t, map[string]reply{"POST /v1/chat/completions": {contentType: "text/event-stream", body: sse(tt.upEvent...)}})
+			s := fleetServer(t, openaiCand(u, "tiny", "tiny"))
+			w := do(s, "POST", "/v1/chat/completions", `{"model":"tiny","stream":true,"messages":[{"role":"user","content":"hi"}]}`, nil)
+			want := ""
+			for _, ev := range tt.want {
+				want += "data: " + ev + "\n\n"
+			}
+			if got := w.Body.String(); got != want+"data: [DONE]\n\n" {
+				t.Errorf("stream =\n%s\nwant\n%sdata: [DONE]", got, want)
+			}
+		})
 	}
 }

@@ -408,6 +408,9 @@ type openaiEncoder struct {
 	includeUsage bool // the caller asked for usage (stream_options.include_usage)
 	same         bool // the upstream's own events go out
 	usage        *fleet.Usage
+	// finishEnd is where the upstream's finish event ends in the buffer
+	// raw appended it to, 0 when the last event was another (raw).
+	finishEnd int
 }
 
 func (e *openaiEncoder) chunk(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
@@ -420,19 +423,100 @@ func (e *openaiEncoder) chunk(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
 	return e.chunks.appendChunk(dst, ch), true
 }
 
-// raw appends the upstream's event as it came, every field kept; its usage
-// only for a caller that asked for usage.
+// raw appends the upstream's event as it came, every field kept. The
+// usage event (choices empty) goes out only to a caller that asked for
+// usage: one that did not reads choices[0] of every event, as OpenAI and
+// llama-server alone give it (an outside review's client failed on it).
+// What else that event holds (llama.cpp moves its timings there when
+// usage is asked for, as Switchyard always asks) goes onto the finish
+// event before it, where llama-server puts it for such a caller, while
+// that event is still in dst: the two come in one write.
 func (e *openaiEncoder) raw(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
 	raw := ch.Raw
-	if !e.includeUsage && ch.UsageOnly {
-		raw = withoutUsage(raw)
-	}
-	if len(raw) == 0 {
+	finishEnd := e.finishEnd
+	e.finishEnd = 0
+	switch {
+	case len(raw) == 0:
 		return dst, false
+	case ch.UsageOnly && !e.includeUsage:
+		// The finish event ends dst with "}\n\n" still unwritten.
+		if finishEnd == 0 || finishEnd != len(dst) || dst[finishEnd-3] != '}' || onlyUsage(raw) {
+			return dst, false
+		}
+		extra := extraFields(raw)
+		if len(extra) == 0 {
+			return dst, false
+		}
+		dst = append(append(dst[:finishEnd-3], extra...), "}\n\n"...)
+		return dst, true
 	}
 	dst = append(dst, "data: "...)
 	dst = append(dst, raw...)
-	return append(dst, "\n\n"...), true
+	dst = append(dst, "\n\n"...)
+	if ch.FinishReason != "" {
+		e.finishEnd = len(dst)
+	}
+	return dst, true
+}
+
+// extraFields is the top-level fields of a usage event that a chunk does
+// not always have (not its usage, choices, id, object, created, model or
+// system fingerprint), each with a comma before it; nil when there are
+// none or the event does not read.
+func extraFields(usage []byte) []byte {
+	d := jsontext.NewDecoder(bytes.NewReader(usage), jsontext.AllowDuplicateNames(true))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil
+	}
+	var out []byte
+	for d.PeekKind() == '"' {
+		// A value read is good until the next read.
+		name, err := d.ReadValue()
+		if err != nil {
+			return nil
+		}
+		keep := true
+		switch string(name) {
+		case `"id"`, `"object"`, `"created"`, `"model"`, `"system_fingerprint"`, `"choices"`, `"usage"`:
+			keep = false
+		}
+		if keep {
+			out = append(append(append(out, ','), name...), ':')
+		}
+		v, err := d.ReadValue()
+		if err != nil {
+			return nil
+		}
+		if keep {
+			out = append(out, v...)
+		}
+	}
+	return out
+}
+
+// onlyUsage reports whether raw is an object that holds nothing but a
+// chunk's usual fields and its usage, reading names only: the usual usage
+// event, with nothing for the finish event.
+func onlyUsage(raw []byte) bool {
+	d := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	for d.PeekKind() == '"' {
+		name, err := d.ReadValue()
+		if err != nil {
+			return false
+		}
+		switch string(name) {
+		case `"id"`, `"object"`, `"created"`, `"model"`, `"system_fingerprint"`, `"choices"`, `"usage"`:
+		default:
+			return false
+		}
+		if d.SkipValue() != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *openaiEncoder) end(dst []byte) []byte {
@@ -453,55 +537,6 @@ func (e *openaiEncoder) fail(dst []byte, msg string) []byte {
 // own UI always reads Switchyard's events.
 func sameDialect(req *fleet.Request, meta *router.Meta, p fleet.Provider) bool {
 	return req.RawFor(p) != nil && meta.Candidate.Provider == p && req.Protocol != fleet.ProtocolUI
-}
-
-// withoutUsage is a usage-only event without its usage, for a caller that
-// did not ask for usage (Switchyard asks, for the history); nil when
-// nothing else is in it. llama.cpp puts its timings there.
-func withoutUsage(raw []byte) []byte {
-	if onlyUsage(raw) {
-		return nil // the usual event: its names read, nothing decoded
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return nil
-	}
-	delete(m, "usage")
-	for k := range m {
-		switch k {
-		case "id", "object", "created", "model", "system_fingerprint", "choices":
-		default:
-			b, _ := json.Marshal(m)
-			return b
-		}
-	}
-	return nil
-}
-
-// onlyUsage reports whether raw is an object that holds nothing but a
-// chunk's usual fields and its usage. Anything else (another field, a name
-// with escapes, malformed JSON) is false, for withoutUsage to read whole.
-func onlyUsage(raw []byte) bool {
-	d := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
-	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
-		return false
-	}
-	for d.PeekKind() == '"' {
-		name, err := d.ReadValue()
-		if err != nil {
-			return false
-		}
-		switch string(name) {
-		case `"id"`, `"object"`, `"created"`, `"model"`, `"system_fingerprint"`, `"choices"`, `"usage"`:
-		default:
-			return false
-		}
-		if d.SkipValue() != nil {
-			return false
-		}
-	}
-	_, err := d.ReadToken()
-	return err == nil
 }
 
 // callIDs gives a tool call without an id one (an Ollama before 0.12
