@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
@@ -92,6 +95,10 @@ func (s *Server) requests(w http.ResponseWriter, r *http.Request) {
 	f.Before = q.Get("before")
 	f.ServedCandidate = q.Get("served")
 	f.Status = fleet.Status(q.Get("status"))
+	if f.Status != "" && !slices.Contains(fleet.Statuses, f.Status) {
+		writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("status: %q is not a status (%s)", fleet.ClipTo(string(f.Status), 40), joinStatuses()))
+		return
+	}
 	if v := q.Get("fallback"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -114,6 +121,15 @@ func (s *Server) requests(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, schema.NewRequests(recs))
+}
+
+// joinStatuses is fleet.Statuses, comma-separated.
+func joinStatuses() string {
+	names := make([]string, len(fleet.Statuses))
+	for i, st := range fleet.Statuses {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
 }
 
 func (s *Server) request(w http.ResponseWriter, r *http.Request) {
