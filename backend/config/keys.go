@@ -113,9 +113,9 @@ var candidateKeys = []key[Candidate]{
 	need("provider", func(c *Candidate) *string { return (*string)(&c.Provider) }, " "+providers,
 		"wire protocol: ollama, or openai (vLLM, llama.cpp, LM Studio, ...)",
 		provider),
-	need("url", func(c *Candidate) *string { return &c.URL }, "",
+	withCandidate(need("url", func(c *Candidate) *string { return &c.URL }, "",
 		"base URL as the server's own clients take it: http://host:11434 (Ollama), http://host:8000/v1 (OpenAI)",
-		httpURL),
+		httpURL), ollamaRoot),
 	need("model", func(c *Candidate) *string { return &c.Model }, "",
 		"the model name the server knows"),
 	field("priority", func(c *Candidate) *int { return &c.Priority }, integer, 0,
@@ -338,6 +338,33 @@ func httpURL(r report, s string) {
 		r.fail("%q has a user or password in it: put the server's key in an environment variable and name it in api_key_env", u.Redacted())
 	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
 		r.fail("%q has a query or fragment: give the base URL as the server's own clients take it", s)
+	}
+}
+
+// withCandidate adds to k a check that reads the whole candidate.
+func withCandidate(k key[Candidate], c func(r report, cand *Candidate)) key[Candidate] {
+	own := k.check
+	k.check = func(r report, cand *Candidate) {
+		own(r, cand)
+		c(r, cand)
+	}
+	return k
+}
+
+// ollamaRoot checks that an Ollama candidate's url is the server's root,
+// not its OpenAI-compatible API or one of its endpoints: Switchyard adds
+// /api/... itself, and such a url made every model look missing.
+func ollamaRoot(r report, c *Candidate) {
+	u, err := url.Parse(c.URL)
+	if c.Provider != fleet.ProviderOllama || err != nil {
+		return
+	}
+	p := "/" + strings.Trim(u.Path, "/")
+	switch {
+	case p == "/v1" || strings.HasSuffix(p, "/v1") || strings.Contains(p+"/", "/v1/"):
+		r.fail("%q is Ollama's OpenAI-compatible API: an Ollama candidate takes the server's root (http://host:11434), or use provider: openai with this URL", c.URL)
+	case p == "/api" || strings.HasSuffix(p, "/api") || strings.Contains(p+"/", "/api/"):
+		r.fail("%q names Ollama's API: an Ollama candidate takes the server's root (http://host:11434); Switchyard adds /api itself", c.URL)
 	}
 }
 

@@ -231,8 +231,10 @@ func TestParseValues(t *testing.T) {
 			func(c Config) bool { return c.Selection.StallTimeout == 45*time.Second }},
 		{"negative priority", candidateYAML + "      priority: -3\n",
 			func(c Config) bool { return c.Chat.Candidates[0].Priority == -3 }},
-		{"https url with path", strings.Replace(candidateYAML, "http://127.0.0.1:11434", "https://api.example/v1", 1),
+		{"https url with path", strings.NewReplacer("http://127.0.0.1:11434", "https://api.example/v1", "ollama", "openai").Replace(candidateYAML),
 			func(c Config) bool { return c.Chat.Candidates[0].URL == "https://api.example/v1" }},
+		{"Ollama behind a proxy's path", strings.Replace(candidateYAML, "http://127.0.0.1:11434", "https://gw.example/ollama", 1),
+			func(c Config) bool { return c.Chat.Candidates[0].URL == "https://gw.example/ollama" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,6 +338,9 @@ func TestParseErrors(t *testing.T) {
 		{"url port out of range", withURL("http://127.0.0.1:99999/v1"), "chat.candidates[0].url", "port 99999 is not a port", 5},
 		{"url with a query", withURL("http://127.0.0.1:8000/v1?x=1"), "chat.candidates[0].url", "has a query or fragment", 5},
 		{"url with a fragment", withURL("http://127.0.0.1:8000/v1#f"), "chat.candidates[0].url", "has a query or fragment", 5},
+		{"an Ollama candidate on its /v1", withURL("http://127.0.0.1:11434/v1"), "chat.candidates[0].url", "is Ollama's OpenAI-compatible API: an Ollama candidate takes the server's root", 5},
+		{"an Ollama candidate on an endpoint", withURL("http://127.0.0.1:11434/v1/chat/completions"), "chat.candidates[0].url", "OpenAI-compatible API", 5},
+		{"an Ollama candidate on /api/chat", withURL("http://127.0.0.1:11434/api/chat"), "chat.candidates[0].url", "names Ollama's API", 5},
 		{"url with a password", withURL("http://user:S3cret@127.0.0.1:8000/v1"), "chat.candidates[0].url", "has a user or password in it", 5},
 		{"id too long", strings.Replace(candidateYAML, "id: a", "id: "+strings.Repeat("a", 250), 1), "chat.candidates[0].id", "at most 249", 3},
 		{"api_key with a newline", "api_key: \"abc\\ndef0123456789012\"\n", "api_key", "control characters", 1},
