@@ -20,8 +20,9 @@ import (
 // check validates the config and reports each candidate's reachability.
 func check(args []string, stdout, stderr io.Writer) int {
 	fl := newCommand("check", `Validate the config and ask each candidate's server whether it answers and
-serves its model; read the GPUs. Exit 0 when all is well, 1 for a bad config,
-3 when a candidate did not answer or lacks its model.`, stdout, stderr)
+serves its model (a disabled one is not asked); read the GPUs.
+Exit 0 when all is well, 1 for a bad config, 3 when a candidate did not answer,
+answered with an error or lacks its model.`, stdout, stderr)
 	o := baseOptions(stderr)
 	fl.StringVar(&o.ConfigPath, "config", "", "config `FILE` (default $XDG_CONFIG_HOME/switchyard/config.yaml)")
 	if exit, ok := fl.parse(args); !ok {
@@ -47,16 +48,24 @@ serves its model; read the GPUs. Exit 0 when all is well, 1 for a bad config,
 			d.Index, d.Name, gib(d.Used), gib(d.Total), gib(d.Free), d.UtilizationPct, len(d.Processes))
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
-	silent, missing := 0, 0
+	asked, silent, refused, missing := 0, 0, 0, 0
 	for _, r := range rep.Results {
 		mark := "ok"
 		switch {
+		case r.Disabled:
+			mark = "off"
+		case r.Refused:
+			mark = "FAIL"
+			refused++
 		case !r.Answered:
 			mark = "FAIL"
 			silent++
 		case !r.OK:
 			mark = "FAIL"
 			missing++
+		}
+		if !r.Disabled {
+			asked++
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, r.Candidate.ID, r.Candidate.Provider, r.Candidate.URL, r.Detail+" ("+r.Took.Round(time.Millisecond).String()+")")
 	}
@@ -68,10 +77,13 @@ serves its model; read the GPUs. Exit 0 when all is well, 1 for a bad config,
 		}
 	}
 	if silent > 0 {
-		problems = append(problems, fmt.Sprintf("%d of %d candidates did not answer", silent, len(rep.Results)))
+		problems = append(problems, fmt.Sprintf("%d of %d candidates did not answer", silent, asked))
+	}
+	if refused > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d answered with an error", refused, asked))
 	}
 	if missing > 0 {
-		problems = append(problems, fmt.Sprintf("%d of %d answered but do not serve their model", missing, len(rep.Results)))
+		problems = append(problems, fmt.Sprintf("%d of %d answered but do not serve their model", missing, asked))
 	}
 	if len(problems) > 0 {
 		fmt.Fprintf(stderr, "switchyard: %s\n", strings.Join(problems, "; "))

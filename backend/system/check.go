@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"slices"
 	"time"
@@ -21,11 +22,19 @@ import (
 // CheckResult is one candidate's reachability.
 type CheckResult struct {
 	Candidate fleet.Candidate
+	// Disabled: enabled is false; the server was not asked.
+	Disabled bool
 	// Answered: the server answered; OK: and it serves the model.
-	Answered, OK bool
-	Detail       string // what answered, or why not
-	Err          error  // why it did not answer; nil when it did
-	Took         time.Duration
+	// Refused: it answered with an HTTP error (a 401, a 404 where the
+	// API should be, a proxy's page): not a server of this provider, or
+	// not with this key.
+	Answered, OK, Refused bool
+	Detail                string // what answered, or why not
+	Err                   error  // why it did not answer; nil when it did
+	// KeyUnset names the api_key_env that holds nothing: the request
+	// went without a key.
+	KeyUnset string
+	Took     time.Duration
 }
 
 // CheckReport is what `switchyard check` prints.
@@ -82,8 +91,17 @@ func Check(ctx context.Context, o Options) (CheckReport, error) {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
-	for _, c := range cfg.Candidates(o.Getenv) {
-		rep.Results = append(rep.Results, checkCandidate(ctx, ol, oa, c))
+	for i, c := range cfg.Candidates(o.Getenv) {
+		if !c.Enabled {
+			rep.Results = append(rep.Results, CheckResult{Candidate: c, Disabled: true, Detail: "enabled: false: not asked, never routed to"})
+			continue
+		}
+		r := checkCandidate(ctx, ol, oa, c)
+		if env := cfg.Chat.Candidates[i].APIKeyEnv; env != "" && c.APIKey == "" {
+			r.KeyUnset = env
+			r.Detail = fmt.Sprintf("api_key_env: $%s is empty or unset, so no key was sent; %s", env, r.Detail)
+		}
+		rep.Results = append(rep.Results, r)
 	}
 	rep.Team = checkTeam(ctx, cfg, o.Getenv)
 	return rep, nil
@@ -108,6 +126,12 @@ func checkCandidate(ctx context.Context, ol *ollama.Backend, oa *openai.Backend,
 	}
 	r.Took = time.Since(start)
 	r.Answered, r.Err = err == nil, err
+	if se, ok := errors.AsType[*fleet.StatusError](err); ok {
+		r.Refused = true
+		if se.StatusCode == http.StatusNotFound && c.Provider == fleet.ProviderOllama {
+			err = fmt.Errorf("%w: not Ollama's API at this url (is it an OpenAI-compatible server? then provider: openai)", err)
+		}
+	}
 	switch {
 	case err != nil:
 		r.Detail = err.Error()
