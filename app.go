@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,12 +129,74 @@ func (a *App) health() string {
 	return label
 }
 
-// hasDisplay reports whether a desktop window can open here.
-func hasDisplay() bool {
+// x11Dir is where X servers keep their sockets.
+var x11Dir = "/tmp/.X11-unix"
+
+// displayProblem says why a desktop window can't open here, "" when it
+// can, or may: GTK panics with a stack trace when DISPLAY names a
+// display that is not there (a stale DISPLAY over SSH, in a container),
+// so the display's socket is tried first.
+func displayProblem(getenv func(string) string) string {
 	if runtime.GOOS != "linux" {
-		return true
+		return ""
 	}
-	return os.Getenv("DISPLAY") != "" || os.Getenv("WAYLAND_DISPLAY") != ""
+	x, wl := getenv("DISPLAY"), getenv("WAYLAND_DISPLAY")
+	if x == "" && wl == "" {
+		return "no display found (DISPLAY and WAYLAND_DISPLAY are unset)"
+	}
+	var why []string
+	if wl != "" {
+		sock := wl
+		if !filepath.IsAbs(sock) {
+			sock = filepath.Join(getenv("XDG_RUNTIME_DIR"), wl)
+		}
+		if err := dialDisplay("unix", sock); err != nil {
+			why = append(why, fmt.Sprintf("WAYLAND_DISPLAY=%s does not answer (%v)", wl, err))
+		} else {
+			return ""
+		}
+	}
+	if x != "" {
+		host, num, ok := strings.Cut(x, ":")
+		num, _, _ = strings.Cut(num, ".")
+		switch {
+		case !ok || num == "":
+			why = append(why, fmt.Sprintf("DISPLAY=%s is not a display (host:number)", x))
+		case host != "" && host != "unix":
+			return "" // a display over the network: GTK will say
+		default:
+			err := dialDisplay("unix", filepath.Join(x11Dir, "X"+num))
+			if err != nil {
+				// Linux X servers listen on an abstract socket too.
+				err = dialDisplay("unix", "@"+filepath.Join(x11Dir, "X"+num))
+			}
+			if err == nil {
+				return ""
+			}
+			why = append(why, fmt.Sprintf("DISPLAY=%s does not answer", x))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// dialDisplay connects to a display's socket and hangs up.
+func dialDisplay(network, addr string) error {
+	c, err := net.DialTimeout(network, addr, time.Second)
+	if err != nil {
+		return unwrapOp(err)
+	}
+	return c.Close()
+}
+
+// unwrapOp is err without the dial's own words, which repeat the address.
+func unwrapOp(err error) error {
+	if oe, ok := errors.AsType[*net.OpError](err); ok {
+		if se, ok := errors.AsType[*os.SyscallError](oe.Err); ok {
+			return se.Err
+		}
+		return oe.Err
+	}
+	return err
 }
 
 // desktop runs the desktop app: the router and API in-process, and the UI
@@ -141,8 +206,8 @@ func desktop(stderr io.Writer) int {
 		fmt.Fprintln(stderr, "switchyard: this is the headless build, without the window: run `make run` for the desktop app, or `switchyard serve` for the same UI at http://127.0.0.1:8484/")
 		return exitUsage
 	}
-	if !hasDisplay() {
-		fmt.Fprintln(stderr, "switchyard: no display found (DISPLAY and WAYLAND_DISPLAY are unset).\n"+
+	if why := displayProblem(os.Getenv); why != "" {
+		fmt.Fprintln(stderr, "switchyard: "+why+".\n"+
 			"Run `switchyard serve` for the headless router with the same UI at http://127.0.0.1:8484/")
 		return exitError
 	}
