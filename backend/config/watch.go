@@ -69,6 +69,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err := fw.Add(dir); err != nil {
 		return fmt.Errorf("watch config directory %s: %w", dir, err)
 	}
+	// A config that is a link to a file elsewhere (dotfiles, stow) is
+	// edited there: its target's directory is watched too, and followed
+	// when the link is pointed elsewhere.
+	var target string
+	follow := func() {
+		t, err := filepath.EvalSymlinks(w.Path)
+		if err != nil || t == target {
+			return
+		}
+		target = t
+		if td := filepath.Dir(t); td != dir {
+			fw.Add(td) // at worst, the target's edits are not seen
+		}
+	}
+	follow()
 	if w.Ready != nil {
 		w.Ready()
 	}
@@ -93,7 +108,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if !ok {
 				return fmt.Errorf("watch config %s: watcher closed", w.Path)
 			}
-			if changes(ev, base) {
+			if changes(ev, base) || target != "" && ev.Name == target && changes(ev, filepath.Base(target)) {
 				quiet = after(settle) // restart the wait: the save may go on
 			}
 		case _, ok := <-fw.Errors:
@@ -105,6 +120,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			quiet = after(settle)
 		case <-quiet:
 			quiet = nil
+			follow()
 			last = w.reload(last)
 		}
 	}

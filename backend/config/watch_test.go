@@ -232,6 +232,49 @@ func TestWatcherRenameReplace(t *testing.T) {
 	tw.noMoreCalls(t)
 }
 
+// A config that is a link to a file in another directory is watched
+// where the file is: edits there apply, and so does a link pointed at
+// another file.
+func TestWatcherFollowsALink(t *testing.T) {
+	dir, dots := t.TempDir(), t.TempDir()
+	target := filepath.Join(dots, "switchyard.yaml")
+	writeFile(t, target, version(1))
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	tw := startWatch(t, &Watcher{Path: path})
+
+	writeFile(t, target, version(2))
+	if got := priority(tw.nextApplied(t)); got != 2 {
+		t.Errorf("applied priority %d; want 2", got)
+	}
+	// Saved the atomic way, where the file is.
+	tmp := filepath.Join(dots, ".switchyard.yaml.swp")
+	writeFile(t, tmp, version(3))
+	if err := os.Rename(tmp, target); err != nil {
+		t.Fatal(err)
+	}
+	if got := priority(tw.nextApplied(t)); got != 3 {
+		t.Errorf("applied priority %d; want 3", got)
+	}
+	// The link pointed at another file, then that file edited.
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	writeFile(t, other, version(4))
+	os.Remove(path)
+	if err := os.Symlink(other, path); err != nil {
+		t.Fatal(err)
+	}
+	if got := priority(tw.nextApplied(t)); got != 4 {
+		t.Errorf("applied priority %d; want 4", got)
+	}
+	writeFile(t, other, version(5))
+	if got := priority(tw.nextApplied(t)); got != 5 {
+		t.Errorf("applied priority %d; want 5", got)
+	}
+	tw.noMoreCalls(t)
+}
+
 func TestWatcherFileCreatedLater(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	tw := startWatch(t, &Watcher{Path: path})
