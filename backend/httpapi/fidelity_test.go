@@ -496,7 +496,7 @@ func TestRetryAfterSaysWhenToCome(t *testing.T) {
 
 func TestOllamaModelEndpoints(t *testing.T) {
 	u := newUpstream(t, map[string]reply{
-		"GET /api/tags":         {contentType: "application/json", body: `{"models":[{"name":"qwen3:0.6b","model":"qwen3:0.6b","modified_at":"2026-11-01T10:00:00Z","size":522653767,"digest":"7df6b6e09427a769808717c0a93cadc4ae99ed4eb8bf5ca557c90846becea435","details":{"parent_model":"","format":"gguf","family":"qwen3","families":["qwen3"],"parameter_size":"751.63M","quantization_level":"Q4_K_M"}}]}`},
+		"GET /api/tags":         {contentType: "application/json", body: `{"models":[{"name":"qwen3:0.6b","model":"qwen3:0.6b","modified_at":"2026-11-01T10:00:00Z","size":522653767,"digest":"7df6b6e09427a769808717c0a93cadc4ae99ed4eb8bf5ca557c90846becea435","details":{"parent_model":"","format":"gguf","family":"qwen3","families":["qwen3"],"parameter_size":"751.63M","quantization_level":"Q4_K_M","context_length":4096,"embedding_length":64},"capabilities":["completion"]}]}`},
 		"GET /api/ps":           {contentType: "application/json", body: `{"models":[{"name":"qwen3:0.6b","model":"qwen3:0.6b","size":1000,"digest":"7df6","details":{"format":"gguf"},"expires_at":"2026-11-30T20:49:17Z","size_vram":0,"context_length":4096}]}`},
 		"POST /api/show":        {contentType: "application/json", body: `{"modelfile":"FROM x","parameters":"stop \"<|im_end|>\"","template":"{{ .Prompt }}","details":{"format":"gguf","family":"qwen3"},"model_info":{"general.architecture":"qwen3","qwen3.context_length":40960},"capabilities":["completion","tools","thinking"],"modified_at":"2026-11-01T10:00:00Z"}`},
 		"POST /api/chat":        {contentType: "application/json", body: `{"model":"qwen3:0.6b","created_at":"2026-11-30T20:00:00Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"load"}`},
@@ -523,6 +523,11 @@ func TestOllamaModelEndpoints(t *testing.T) {
 	if len(tags.Models) != 3 || tags.Models[0].Name != "auto:latest" || tags.Models[1].Name != "qwen:latest" || tags.Models[1].Size != 522653767 ||
 		!strings.HasPrefix(tags.Models[1].Digest, "7df6b6") || tags.Models[2].Name != "tiny:latest" || tags.Models[2].Digest == "" {
 		t.Errorf("tags = %s", w.Body)
+	}
+	// What newer servers add beyond the module's types is kept, for the
+	// candidate and for auto.
+	if n := strings.Count(w.Body.String(), `"capabilities":["completion"]`); n != 2 || strings.Count(w.Body.String(), `"context_length":4096,"embedding_length":64`) != 2 {
+		t.Errorf("tags = %s; want the server's capabilities and context length on qwen and auto", w.Body)
 	}
 
 	w = do(s, "GET", "/api/ps", "", nil)

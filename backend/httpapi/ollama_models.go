@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -108,43 +109,68 @@ func isOllama(c fleet.Candidate) bool { return c.Provider == fleet.ProviderOllam
 
 // ollamaTags is GET /api/tags: every enabled candidate under its id, named
 // as Ollama names models (with ":latest" when the id has no tag), with
-// the size, digest and details its Ollama server reports, and the alias
-// auto with those of the default candidate.
+// every field its Ollama server reports of the model (size, digest,
+// details, and what newer servers add that the module's types lack:
+// details.context_length, capabilities ...), and the alias auto with the
+// size, details and capabilities of the default candidate.
 func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) {
-	lists := byServer(s, r.Context(), isOllama, func(ctx context.Context, c fleet.Candidate) ([]api.ListModelResponse, error) {
-		var l api.ListResponse
+	lists := byServer(s, r.Context(), isOllama, func(ctx context.Context, c fleet.Candidate) ([]map[string]json.RawMessage, error) {
+		var l struct {
+			Models []map[string]json.RawMessage `json:"models"`
+		}
 		err := s.ask(ctx, c, "/api/tags", nil, &l)
 		return l.Models, err
 	})
 	fl := s.o.Router.Fleet()
 	now := time.Now().UTC()
-	var resp api.ListResponse
-	var first *api.ListModelResponse
+	models := []map[string]json.RawMessage{}
+	var first map[string]json.RawMessage
 	for _, t := range fl.Targets {
 		c := t.Candidate
 		if !c.Enabled {
 			continue
 		}
-		m := api.ListModelResponse{ModifiedAt: now, Digest: digestOf(c),
-			Details: api.ModelDetails{Format: string(c.Provider), ParentModel: c.Model, Family: familyOf(c.Model)}}
-		for _, up := range lists[string(c.Provider)+" "+c.URL] {
-			if fleet.SameModel(up.Name, c.Model) || fleet.SameModel(up.Model, c.Model) {
-				m = up
-				break
-			}
+		m := upstreamModel(lists[string(c.Provider)+" "+c.URL], c.Model)
+		if m == nil {
+			m = fieldsOf(api.ListModelResponse{ModifiedAt: now, Digest: digestOf(c),
+				Details: api.ModelDetails{Format: string(c.Provider), ParentModel: c.Model, Family: familyOf(c.Model)}})
 		}
-		m.Name, m.Model = fleet.Tagged(c.ID), fleet.Tagged(c.ID)
-		resp.Models = append(resp.Models, m)
+		name, _ := json.Marshal(fleet.Tagged(c.ID))
+		m["name"], m["model"] = name, name
+		models = append(models, m)
 		if c.ID == fl.DefaultModel {
-			first = &resp.Models[len(resp.Models)-1]
+			first = m
 		}
 	}
-	auto := api.ListModelResponse{Name: fleet.Tagged(router.AliasAuto), Model: fleet.Tagged(router.AliasAuto), ModifiedAt: now, Digest: hashHex("auto")}
-	if first != nil {
-		auto.Size, auto.Details = first.Size, first.Details
+	auto := fieldsOf(api.ListModelResponse{Name: fleet.Tagged(router.AliasAuto), Model: fleet.Tagged(router.AliasAuto), ModifiedAt: now, Digest: hashHex("auto")})
+	for _, k := range []string{"size", "details", "capabilities"} {
+		if v, ok := first[k]; ok {
+			auto[k] = v
+		}
 	}
-	resp.Models = append([]api.ListModelResponse{auto}, resp.Models...)
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, map[string]any{"models": append([]map[string]json.RawMessage{auto}, models...)})
+}
+
+// upstreamModel is the model of list, a server's /api/tags, that model
+// names, as the server wrote it; nil when none.
+func upstreamModel(list []map[string]json.RawMessage, model string) map[string]json.RawMessage {
+	for _, up := range list {
+		var name, tagged string
+		json.Unmarshal(up["name"], &name)
+		json.Unmarshal(up["model"], &tagged)
+		if fleet.SameModel(name, model) || fleet.SameModel(tagged, model) {
+			return maps.Clone(up)
+		}
+	}
+	return nil
+}
+
+// fieldsOf is v's JSON object as its fields.
+func fieldsOf(v any) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	b, _ := json.Marshal(v)
+	json.Unmarshal(b, &m)
+	return m
 }
 
 // digestOf is a stable digest for a candidate whose server reports none.
