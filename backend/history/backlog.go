@@ -78,6 +78,32 @@ func (s *Store) fail(err error) {
 	}
 }
 
+// readErr is err, a query's, saying what to do when the query found the
+// file damaged: Open checks the whole file only after an unclean
+// shutdown, so damage done while Switchyard was stopped is found by the
+// first query that reads it. The history is then shown as failing, with
+// the same advice as at start, and the log says it once.
+func (s *Store) readErr(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) || (se.Code()&0xff != sqlite3.SQLITE_CORRUPT && se.Code()&0xff != sqlite3.SQLITE_NOTADB) {
+		return err
+	}
+	err = fmt.Errorf("%w: %w: stop Switchyard, move it aside (mv %s %s.damaged) and start it again; it then makes a new one", ErrDamaged, err, s.path, s.path)
+	s.healthMu.Lock()
+	first := !errors.Is(s.health.Err, ErrDamaged)
+	if first {
+		s.health.Err = err
+		if s.health.Since.IsZero() {
+			s.health.Since = s.cfg.now()
+		}
+	}
+	s.healthMu.Unlock()
+	if first {
+		s.cfg.logf("history: %v", err)
+	}
+	return err
+}
+
 // lastErr is the error of the last failed write, nil when writes work.
 func (s *Store) lastErr() error {
 	s.healthMu.Lock()

@@ -174,17 +174,8 @@ func TestDamagedFileIsRefused(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := f.Stat()
-	garbage := []byte(strings.Repeat("\xde\xad\xbe\xef", 1024))
-	for off := int64(8192); off+int64(len(garbage)) < st.Size(); off += 16384 {
-		f.WriteAt(garbage, off) // the header (page 1) stays sound
-	}
-	f.Close()
-	_, err = Open(path, Options{Check: true})
+	damage(t, path)
+	_, err := Open(path, Options{Check: true})
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "move it aside") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("Open(damaged, Check) = %v; want ErrDamaged saying what to do, on one line", err)
 	}
@@ -193,6 +184,48 @@ func TestDamagedFileIsRefused(t *testing.T) {
 	_, err = Open(path, Options{})
 	if !errors.Is(err, ErrDamaged) {
 		t.Fatalf("Open(damaged) after an unclean shutdown = %v; want ErrDamaged", err)
+	}
+}
+
+// damage writes garbage over every other 4 KiB page of the file at path
+// but the first, its header.
+func damage(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	garbage := []byte(strings.Repeat("\xde\xad\xbe\xef", 1024))
+	for off := int64(8192); off+int64(len(garbage)) < st.Size(); off += 16384 {
+		f.WriteAt(garbage, off) // the header (page 1) stays sound
+	}
+}
+
+// Damage done while Switchyard was stopped after a clean shutdown is not
+// looked for at start (TestWholeFileCheckOnlyAfterUncleanShutdown): the
+// first query that reads it says what to do, and the history shows it.
+func TestDamageFoundByAQueryIsSaid(t *testing.T) {
+	l := &logs{}
+	s, path := openTemp(t, Options{})
+	for i := range 2000 {
+		mustRecord(t, s, rec(fmt.Sprintf("r%04d", i), t0.Add(time.Duration(i)*time.Second)))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damage(t, path)
+	s = openAt(t, path, Options{Logf: l.logf, Now: func() time.Time { return t0 }})
+	_, err := s.Requests(context.Background(), Filter{Limit: 1000})
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "move it aside (mv "+path+" "+path+".damaged)") {
+		t.Fatalf("Requests() on a damaged file = %v; want ErrDamaged saying what to do", err)
+	}
+	if h := s.Health(); !errors.Is(h.Err, ErrDamaged) || h.Since.IsZero() {
+		t.Errorf("Health() = %+v; want the damage shown", h)
+	}
+	if !strings.Contains(l.text(), "history database is damaged") {
+		t.Errorf("log = %q; want the damage said", l.text())
 	}
 }
 

@@ -64,14 +64,14 @@ const attemptColumns = `request_id, ord, candidate, outcome, error, http_status,
 func (s *Store) Requests(ctx context.Context, f Filter) ([]fleet.RequestRecord, error) {
 	v, err := s.view(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list requests: %w", err)
+		return nil, s.readErr(fmt.Errorf("list requests: %w", err))
 	}
 	defer v.close()
 	var before int64
 	if f.Before != "" {
 		var ok bool
 		if before, ok, err = v.startOf(ctx, f.Before); err != nil {
-			return nil, fmt.Errorf("list requests: %w", err)
+			return nil, s.readErr(fmt.Errorf("list requests: %w", err))
 		} else if !ok {
 			return nil, nil
 		}
@@ -79,10 +79,10 @@ func (s *Store) Requests(ctx context.Context, f Filter) ([]fleet.RequestRecord, 
 	q, args := listQuery(f, before)
 	recs, err := requests(ctx, v.c, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list requests: %w", err)
+		return nil, s.readErr(fmt.Errorf("list requests: %w", err))
 	}
 	if err := attachAttempts(ctx, v.c, recs); err != nil {
-		return nil, fmt.Errorf("list requests: %w", err)
+		return nil, s.readErr(fmt.Errorf("list requests: %w", err))
 	}
 	return v.list(recs, f, before), nil
 }
@@ -139,7 +139,7 @@ func listQuery(f Filter, before int64) (string, []any) {
 func (s *Store) Request(ctx context.Context, id string) (fleet.RequestRecord, error) {
 	v, err := s.view(ctx)
 	if err != nil {
-		return fleet.RequestRecord{}, fmt.Errorf("request %s: %w", id, err)
+		return fleet.RequestRecord{}, s.readErr(fmt.Errorf("request %s: %w", id, err))
 	}
 	defer v.close()
 	if r, ok := v.byID(id); ok {
@@ -153,7 +153,7 @@ func (s *Store) Request(ctx context.Context, id string) (fleet.RequestRecord, er
 		err = attachAttempts(ctx, v.c, recs)
 	}
 	if err != nil {
-		return fleet.RequestRecord{}, fmt.Errorf("request %s: %w", id, err)
+		return fleet.RequestRecord{}, s.readErr(fmt.Errorf("request %s: %w", id, err))
 	}
 	return recs[0], nil
 }
@@ -262,7 +262,7 @@ type TTFTStats struct {
 func (s *Store) TTFTStats(ctx context.Context, since time.Time) (map[string]TTFTStats, error) {
 	w, err := s.window(ctx, since.UnixMilli(), 0, true)
 	if err != nil {
-		return nil, fmt.Errorf("ttft stats: %w", err)
+		return nil, s.readErr(fmt.Errorf("ttft stats: %w", err))
 	}
 	stats := make(map[string]TTFTStats, len(w))
 	for c, u := range w {
@@ -287,12 +287,12 @@ func (s *Store) WarmTTFTs(ctx context.Context, candidate string, limit int) ([]t
 	}
 	v, err := s.view(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
+		return nil, s.readErr(fmt.Errorf("warm ttfts of %s: %w", candidate, err))
 	}
 	defer v.close()
 	rows, err := v.c.QueryContext(ctx, warmTTFTs, candidate, limit)
 	if err != nil {
-		return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
+		return nil, s.readErr(fmt.Errorf("warm ttfts of %s: %w", candidate, err))
 	}
 	defer rows.Close()
 	var ts []startedTTFT
@@ -301,7 +301,7 @@ func (s *Store) WarmTTFTs(ctx context.Context, candidate string, limit int) ([]t
 		var at sql.Null[int64]
 		var ttft int64
 		if err := rows.Scan(&at, &ttft); err != nil {
-			return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
+			return nil, s.readErr(fmt.Errorf("warm ttfts of %s: %w", candidate, err))
 		}
 		t.at, t.ttft = at.V, millis(ttft)
 		if !at.Valid {
@@ -310,7 +310,7 @@ func (s *Store) WarmTTFTs(ctx context.Context, candidate string, limit int) ([]t
 		ts = append(ts, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("warm ttfts of %s: %w", candidate, err)
+		return nil, s.readErr(fmt.Errorf("warm ttfts of %s: %w", candidate, err))
 	}
 	ts = v.warm(candidate, ts, limit)
 	var ds []time.Duration
@@ -345,7 +345,7 @@ func (s *Store) TTFTSeries(ctx context.Context, since time.Time, bucket time.Dur
 	}
 	w, err := s.window(ctx, since.UnixMilli(), width, true)
 	if err != nil {
-		return nil, fmt.Errorf("ttft series: %w", err)
+		return nil, s.readErr(fmt.Errorf("ttft series: %w", err))
 	}
 	var points []SeriesPoint
 	for _, c := range sortedCells(w) {
@@ -379,7 +379,7 @@ func (s *Store) FailoverRate(ctx context.Context, since time.Time, bucket time.D
 	}
 	w, err := s.window(ctx, since.UnixMilli(), width, false)
 	if err != nil {
-		return nil, fmt.Errorf("failover rate: %w", err)
+		return nil, s.readErr(fmt.Errorf("failover rate: %w", err))
 	}
 	var points []RatePoint
 	for _, c := range sortedCells(w) {
@@ -405,14 +405,14 @@ func (s *Store) FailoverRate(ctx context.Context, since time.Time, bucket time.D
 func (s *Store) LastBreakerStates(ctx context.Context) (map[string]fleet.BreakerChange, error) {
 	v, err := s.view(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("last breaker states: %w", err)
+		return nil, s.readErr(fmt.Errorf("last breaker states: %w", err))
 	}
 	defer v.close()
 	chs, err := breakerChanges(ctx, v.c, `SELECT candidate, from_state, to_state, at, cause FROM (
 		SELECT *, row_number() OVER (PARTITION BY candidate ORDER BY at DESC, id DESC) AS n
 		FROM breaker_events) WHERE n = 1`)
 	if err != nil {
-		return nil, fmt.Errorf("last breaker states: %w", err)
+		return nil, s.readErr(fmt.Errorf("last breaker states: %w", err))
 	}
 	last := make(map[string]fleet.BreakerChange, len(chs))
 	for _, ch := range chs {
