@@ -167,14 +167,7 @@ func TestBacklogIsBounded(t *testing.T) {
 // do (issue 12, item 2), when Open checks it: after an unclean shutdown, or
 // when asked to (issue 24: not at every start).
 func TestDamagedFileIsRefused(t *testing.T) {
-	s, path := openTemp(t, Options{})
-	for i := range 2000 {
-		mustRecord(t, s, rec(fmt.Sprintf("r%04d", i), t0.Add(time.Duration(i)*time.Second)))
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	damage(t, path)
+	path := damagedFile(t)
 	_, err := Open(path, Options{Check: true})
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "move it aside") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("Open(damaged, Check) = %v; want ErrDamaged saying what to do, on one line", err)
@@ -187,10 +180,17 @@ func TestDamagedFileIsRefused(t *testing.T) {
 	}
 }
 
-// damage writes garbage over every other 4 KiB page of the file at path
-// but the first, its header.
-func damage(t *testing.T, path string) {
+// damagedFile is a history of 2000 requests, closed cleanly, with garbage
+// written over every other 4 KiB page but the first, its header.
+func damagedFile(t *testing.T) string {
 	t.Helper()
+	s, path := openTemp(t, Options{})
+	for i := range 2000 {
+		mustRecord(t, s, rec(fmt.Sprintf("r%04d", i), t0.Add(time.Duration(i)*time.Second)))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +201,7 @@ func damage(t *testing.T, path string) {
 	for off := int64(8192); off+int64(len(garbage)) < st.Size(); off += 16384 {
 		f.WriteAt(garbage, off) // the header (page 1) stays sound
 	}
+	return path
 }
 
 // Damage done while Switchyard was stopped after a clean shutdown is not
@@ -208,15 +209,8 @@ func damage(t *testing.T, path string) {
 // first query that reads it says what to do, and the history shows it.
 func TestDamageFoundByAQueryIsSaid(t *testing.T) {
 	l := &logs{}
-	s, path := openTemp(t, Options{})
-	for i := range 2000 {
-		mustRecord(t, s, rec(fmt.Sprintf("r%04d", i), t0.Add(time.Duration(i)*time.Second)))
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	damage(t, path)
-	s = openAt(t, path, Options{Logf: l.logf, Now: func() time.Time { return t0 }})
+	path := damagedFile(t)
+	s := openAt(t, path, Options{Logf: l.logf, Now: func() time.Time { return t0 }})
 	_, err := s.Requests(context.Background(), Filter{Limit: 1000})
 	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "move it aside (mv "+path+" "+path+".damaged)") {
 		t.Fatalf("Requests() on a damaged file = %v; want ErrDamaged saying what to do", err)
