@@ -401,8 +401,13 @@ func TestRealRequestFaultsLockNobodyOut(t *testing.T) {
 		alpha := ollamaWith(t, b, nil, map[string]string{"tiny": realserver.ChatMLModelfile(b.Tiny(t))})
 		bravo := b.LlamaServer(t, realserver.LlamaOptions{})
 		sy := startReal(t, quietSelection, ollamaCand("alpha", alpha, "tiny", ""), llamaCand("bravo", bravo, ""))
+		// A format Ollama does not know is refused at the edge, in its
+		// words, before any server is asked.
+		if a := chat(t, sy.url, "/api/chat", ollamaBody("auto", true, `,"format":"xml"`)); a.status != http.StatusBadRequest ||
+			!strings.Contains(a.body, `invalid format: \"xml\"; expected \"json\" or a valid JSON Schema object`) {
+			t.Errorf("format xml: status %d body %s; want 400 in Ollama's words", a.status, a.body)
+		}
 		for i, bad := range []struct{ more, says string }{
-			{`,"format":"xml"`, "invalid format"},
 			{`,"options":{"num_predict":4,"repeat_last_n":"x"}`, `repeat_last_n\" must be of type integer`},
 			{`,"options":{"num_predict":4,"num_thread":"x"}`, `num_thread\" must be of type integer`},
 		} {
