@@ -43,6 +43,10 @@ var (
 type StatusError struct {
 	StatusCode int
 	Message    string // the upstream's error message, or the start of its body
+	// Type and Code are the upstream's error type and code in OpenAI's
+	// dialect ({"error":{"type":"exceed_context_size_error","code":400}}),
+	// "" when it gave none: a caller of that dialect gets them back.
+	Type, Code string
 	// Busy is set by the adapter when the answer means "overloaded, try
 	// elsewhere": 429, or 503 with Retry-After or Ollama's "server busy".
 	Busy bool

@@ -742,3 +742,27 @@ func TestFinishEventTakesTheUsageEventsFields(t *testing.T) {
 		})
 	}
 }
+
+// An upstream's refusal reaches the caller in its words, once, and an
+// OpenAI caller gets its error type and code back: clients look for
+// llama.cpp's exceed_context_size_error to trim their history.
+func TestRefusalKeepsTheUpstreamsWords(t *testing.T) {
+	const refusal = `{"error":{"code":400,"message":"request (3028 tokens) exceeds the available context size (1024 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3028,"n_ctx":1024}}`
+	u := newUpstream(t, map[string]reply{"POST /v1/chat/completions": {status: 400, contentType: "application/json", body: refusal}})
+	s := fleetServer(t, openaiCand(u, "tiny", "tiny"))
+	const msg = "request (3028 tokens) exceeds the available context size (1024 tokens), try increasing it"
+	for _, stream := range []string{"true", "false"} {
+		w := do(s, "POST", "/v1/chat/completions", `{"model":"tiny","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`, nil)
+		var e struct {
+			Error struct{ Message, Type, Code string }
+		}
+		json.Unmarshal(w.Body.Bytes(), &e)
+		if w.Code != 400 || e.Error.Message != msg || e.Error.Type != "exceed_context_size_error" || e.Error.Code != "400" {
+			t.Errorf("OpenAI caller, stream %s: %d %s; want 400 with the server's message, type and code", stream, w.Code, w.Body)
+		}
+		w = do(s, "POST", "/api/chat", `{"model":"tiny","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`, nil)
+		if want := `{"error":"` + msg + `"}`; w.Code != 400 || strings.TrimSpace(w.Body.String()) != want {
+			t.Errorf("Ollama caller, stream %s: %d %s; want 400 %s", stream, w.Code, w.Body, want)
+		}
+	}
+}

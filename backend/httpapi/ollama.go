@@ -27,6 +27,12 @@ func writeOllamaError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"error": msg})
 }
 
+// writeOllamaRouteError writes a routing failure (a routeWriter): Ollama's
+// errors are a message alone.
+func writeOllamaRouteError(w http.ResponseWriter, status int, msg string, _ *fleet.StatusError) {
+	writeOllamaError(w, status, msg)
+}
+
 // ollamaRequest converts an Ollama chat request (the official types).
 func ollamaRequest(q *api.ChatRequest) (*fleet.Request, error) {
 	if err := checkModel(q.Model); err != nil {
@@ -293,7 +299,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet
 		s.ollamaWholeAnswer(w, r, req, gen, start)
 		return
 	}
-	st := s.routeStream(w, r, req, writeOllamaError)
+	st := s.routeStream(w, r, req, writeOllamaRouteError)
 	if st == nil {
 		return
 	}
@@ -307,7 +313,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, req *fleet
 //
 //go:noinline
 func (s *Server) ollamaWholeAnswer(w http.ResponseWriter, r *http.Request, req *fleet.Request, gen bool, start time.Time) {
-	ans := s.routeComplete(w, r, req, writeOllamaError)
+	ans := s.routeComplete(w, r, req, writeOllamaRouteError)
 	if ans == nil {
 		return
 	}
@@ -735,7 +741,7 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ollamaEmbedAnswer(w http.ResponseWriter, r *http.Request, req *fleet.Request, legacy bool) {
 	start := time.Now()
-	ans := s.routeComplete(w, r, req, writeOllamaError)
+	ans := s.routeComplete(w, r, req, writeOllamaRouteError)
 	if ans == nil {
 		return
 	}

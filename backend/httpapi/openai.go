@@ -260,14 +260,19 @@ func writeOpenAIStatus(w http.ResponseWriter, status int, msg string) {
 	writeOpenAIError(w, status, openaiErrorType(status), msg)
 }
 
-// writeOpenAIRouteError writes a routing failure: an unknown model is
-// OpenAI's 404 with code model_not_found, which the SDKs read.
-func writeOpenAIRouteError(w http.ResponseWriter, status int, msg string) {
-	code := ""
-	if status == http.StatusNotFound {
+// writeOpenAIRouteError writes a routing failure (a routeWriter): an
+// unknown model is OpenAI's 404 with code model_not_found, which the SDKs
+// read; an upstream's refusal keeps its error type and code
+// (llama.cpp's exceed_context_size_error, which clients look for).
+func writeOpenAIRouteError(w http.ResponseWriter, status int, msg string, upstream *fleet.StatusError) {
+	typ, code := openaiErrorType(status), ""
+	switch {
+	case upstream != nil && upstream.Type != "":
+		typ, code = upstream.Type, upstream.Code
+	case status == http.StatusNotFound:
 		code = "model_not_found"
 	}
-	writeOpenAIErrorCode(w, status, openaiErrorType(status), code, msg)
+	writeOpenAIErrorCode(w, status, typ, code, msg)
 }
 
 // openaiErrorType is the OpenAI error type for an HTTP status.

@@ -186,13 +186,10 @@ func checkModel(name string) error {
 // maxErrorBody is the longest error message sent to a caller.
 const maxErrorBody = 4096
 
-// failRoute answers a request the router could not serve, before anything
-// was written, with write (the caller's protocol); a caller that went away
-// gets nothing.
 // routeStream routes req as a stream and sets the routing headers; when
 // no candidate commits it answers the caller in its protocol (write) and
 // returns nil. The caller closes the stream.
-func (s *Server) routeStream(w http.ResponseWriter, r *http.Request, req *fleet.Request, write func(http.ResponseWriter, int, string)) *router.Stream {
+func (s *Server) routeStream(w http.ResponseWriter, r *http.Request, req *fleet.Request, write routeWriter) *router.Stream {
 	st, err := s.o.Router.Stream(r.Context(), req)
 	if err != nil {
 		s.failRoute(w, r, err, write)
@@ -205,7 +202,7 @@ func (s *Server) routeStream(w http.ResponseWriter, r *http.Request, req *fleet.
 // routeComplete routes req for one whole answer and sets the routing
 // headers; when it fails it answers the caller in its protocol (write)
 // and returns nil.
-func (s *Server) routeComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request, write func(http.ResponseWriter, int, string)) *answer {
+func (s *Server) routeComplete(w http.ResponseWriter, r *http.Request, req *fleet.Request, write routeWriter) *answer {
 	ans, err := s.o.Router.Complete(r.Context(), req)
 	if err != nil {
 		s.failRoute(w, r, err, write)
@@ -328,8 +325,17 @@ func appendArray(dst, arr []byte) []byte {
 	return append(dst, inner...)
 }
 
-func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, write func(http.ResponseWriter, int, string)) {
+// routeWriter writes a routing failure in the caller's protocol: status,
+// msg, and the upstream's error when the failure is its refusal (nil
+// otherwise).
+type routeWriter func(w http.ResponseWriter, status int, msg string, upstream *fleet.StatusError)
+
+// failRoute answers a request the router could not serve, before anything
+// was written, with write (the caller's protocol); a caller that went away
+// gets nothing.
+func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, write routeWriter) {
 	status, msg := http.StatusInternalServerError, fleet.ClipTo(err.Error(), maxErrorBody)
+	var refusal *fleet.StatusError
 	var re *router.Error
 	if errors.As(err, &re) {
 		status = failureStatus(re.Failure, re.Attempts)
@@ -340,7 +346,7 @@ func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, wr
 		// The upstream said what is wrong with the request: its words,
 		// as the server alone would answer (docs/DESIGN.md, "Other 4xx
 		// answers"), not repeated for its attempt.
-		msg = se.Message
+		msg, refusal = se.Message, se
 	case re != nil && re.Failure == fleet.FailureShutdown:
 		// The server cut the request short while shutting down; the
 		// caller is still there and deserves an answer.
@@ -354,7 +360,7 @@ func (s *Server) failRoute(w http.ResponseWriter, r *http.Request, err error, wr
 		wait := max(re.RetryAfter, time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 	}
-	write(w, status, msg)
+	write(w, status, msg, refusal)
 }
 
 // startSSE answers 200 with the headers of a Server-Sent Events stream,

@@ -429,8 +429,9 @@ func TestRealRequestFaultsLockNobodyOut(t *testing.T) {
 		long := fmt.Sprintf(`{"model":"auto","messages":[{"role":"user","content":%q}],"max_tokens":4}`, strings.Repeat("hello world ", 800))
 		for i := range 3 {
 			a := chat(t, sy.url, "/v1/chat/completions", long)
-			if a.status != http.StatusBadRequest || strings.Count(a.body, "exceeds the available context size") != 1 || strings.Contains(a.body, "upstream HTTP") {
-				t.Errorf("request %d: status %d body %s; want the server's 400 and its message, once", i, a.status, a.body)
+			if a.status != http.StatusBadRequest || strings.Count(a.body, "exceeds the available context size") != 1 || strings.Contains(a.body, "upstream HTTP") ||
+				!strings.Contains(a.body, `"type":"exceed_context_size_error"`) {
+				t.Errorf("request %d: status %d body %s; want the server's 400, its message once and its error type", i, a.status, a.body)
 			}
 			if got, want := faultsOf(sy.record(t, a).Attempts), []string{"alpha:not_retryable/request"}; !slices.Equal(got, want) {
 				t.Errorf("attempts = %v; want %v", got, want)

@@ -169,6 +169,7 @@ func StatusError(resp *http.Response, busyHint func(msg string) bool) *fleet.Sta
 		Message:    msg,
 		RetryAfter: RetryAfter(resp.Header),
 	}
+	se.Type, se.Code = errorKind(body)
 	if resp.StatusCode >= 500 {
 		se.Output = ModelOutput(msg)
 		se.Crash = RunnerCrash(msg)
@@ -292,6 +293,27 @@ func errorMessage(body []byte) string {
 		}
 	}
 	return fleet.ClipTo(string(body), 200)
+}
+
+// errorKind is the type and code of an OpenAI-dialect error body
+// ({"error":{"type":...,"code":...}}, the code a string or a number), ""
+// for what it does not give.
+func errorKind(body []byte) (typ, code string) {
+	var v struct {
+		Error struct {
+			Type string          `json:"type"`
+			Code json.RawMessage `json:"code"`
+		} `json:"error"`
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &v) != nil {
+		return "", ""
+	}
+	c := bytes.Trim(v.Error.Code, `"`)
+	if string(c) == "null" {
+		c = nil
+	}
+	return fleet.ClipTo(v.Error.Type, 80), fleet.ClipTo(string(c), 80)
 }
 
 // RetryAfter reads Retry-After given in seconds (the form model servers

@@ -18,7 +18,7 @@ func TestStatusError(t *testing.T) {
 		body   string
 		want   fleet.StatusError
 	}{
-		{"OpenAI dialect", 400, nil, `{"error":{"message":"bad","type":"invalid_request_error"}}`, fleet.StatusError{StatusCode: 400, Message: "bad"}},
+		{"OpenAI dialect", 400, nil, `{"error":{"message":"bad","type":"invalid_request_error"}}`, fleet.StatusError{StatusCode: 400, Message: "bad", Type: "invalid_request_error"}},
 		{"Ollama dialect", 404, nil, `{"error":"model 'x' not found"}`, fleet.StatusError{StatusCode: 404, Message: "model 'x' not found"}},
 		{"vLLM flat dialect", 400, nil, `{"object":"error","message":"too long","code":400}`, fleet.StatusError{StatusCode: 400, Message: "too long"}},
 		{"an HTML page from a proxy", 502, nil, "<html><body>Bad Gateway</body></html>", fleet.StatusError{StatusCode: 502, Message: "<html><body>Bad Gateway</body></html>"}},
@@ -29,7 +29,7 @@ func TestStatusError(t *testing.T) {
 			fleet.StatusError{StatusCode: 503, Message: "server busy, please try again.  maximum pending requests exceeded", Busy: true}},
 		{"a plain 503 is not busy", 503, nil, `{"error":"engine dead"}`, fleet.StatusError{StatusCode: 503, Message: "engine dead"}},
 		{"llama.cpp loading", 503, nil, `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`,
-			fleet.StatusError{StatusCode: 503, Message: "Loading model", Loading: true}},
+			fleet.StatusError{StatusCode: 503, Message: "Loading model", Type: "unavailable_error", Code: "503", Loading: true}},
 		{"a model that can't think", 400, nil, `{"error":"\"tiny\" does not support thinking"}`,
 			fleet.StatusError{StatusCode: 400, Message: `"tiny" does not support thinking`, Unsupported: "thinking"}},
 		{"a model without tools", 400, nil, `{"error":"registry.ollama.ai/library/gemma:latest does not support tools"}`,
@@ -41,9 +41,13 @@ func TestStatusError(t *testing.T) {
 		{"a chat model asked to embed (vLLM)", 400, nil, `{"object":"error","message":"The model does not support Embeddings API","type":"BadRequestError","param":null,"code":400}`,
 			fleet.StatusError{StatusCode: 400, Message: "The model does not support Embeddings API", Unsupported: "embedding"}},
 		{"llama-server without --embeddings", 501, nil, `{"error":{"code":501,"message":"This server does not support embeddings. Start it with ` + "`--embeddings`" + `","type":"not_supported_error"}}`,
-			fleet.StatusError{StatusCode: 501, Message: "This server does not support embeddings. Start it with `--embeddings`", Unsupported: "embedding"}},
+			fleet.StatusError{StatusCode: 501, Message: "This server does not support embeddings. Start it with `--embeddings`", Type: "not_supported_error", Code: "501", Unsupported: "embedding"}},
 		{"output that does not parse", 500, nil, `{"error":{"code":500,"message":"The model produced output that does not match the expected peg-native format","type":"server_error"}}`,
-			fleet.StatusError{StatusCode: 500, Message: "The model produced output that does not match the expected peg-native format", Output: true}},
+			fleet.StatusError{StatusCode: 500, Message: "The model produced output that does not match the expected peg-native format", Type: "server_error", Code: "500", Output: true}},
+		{"llama.cpp's context error keeps its type and code", 400, nil, `{"error":{"code":400,"message":"request (3028 tokens) exceeds the available context size (1024 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3028,"n_ctx":1024}}`,
+			fleet.StatusError{StatusCode: 400, Message: "request (3028 tokens) exceeds the available context size (1024 tokens), try increasing it", Type: "exceed_context_size_error", Code: "400"}},
+		{"a string code", 404, nil, `{"error":{"message":"The model x does not exist","type":"invalid_request_error","code":"model_not_found"}}`,
+			fleet.StatusError{StatusCode: 404, Message: "The model x does not exist", Type: "invalid_request_error", Code: "model_not_found"}},
 		{"Ollama's streamed answer to a bad format", 500, nil, `{"error":"invalid format: \"\\\"xml\\\"\"; expected \"json\" or a valid JSON Schema object"}`,
 			fleet.StatusError{StatusCode: 500, Message: `invalid format: "\"xml\""; expected "json" or a valid JSON Schema object`, Invalid: true}},
 		{"Ollama's streamed answer to an option of the wrong type", 500, nil, `{"error":"option \"repeat_last_n\" must be of type integer"}`,
