@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -114,6 +115,68 @@ func checkFormat(format json.RawMessage) error {
 	return fmt.Errorf(`invalid format: %s; expected "json" or a valid JSON Schema object`, fleet.ClipTo(string(f), 80))
 }
 
+// ollamaOptionKinds are the options the Ollama module's api.Options
+// knows, by their JSON names, with the kind of value each takes.
+var ollamaOptionKinds = func() map[string]reflect.Kind {
+	kinds := map[string]reflect.Kind{}
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[api.Options]()) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch k := f.Type.Kind(); {
+		case name == "":
+		case k == reflect.Pointer && f.Type.Elem().Kind() == reflect.Bool:
+			kinds[name] = reflect.Bool
+		case k == reflect.Int, k == reflect.Float32, k == reflect.Bool, k == reflect.String, k == reflect.Slice:
+			kinds[name] = k
+		}
+	}
+	return kinds
+}()
+
+// checkOptionTypes refuses an option of the wrong type as Ollama does,
+// in its words (`option "repeat_last_n" must be of type integer`, from
+// the module's api.Options.FromMap): whichever candidate is tried, the
+// request is malformed, and a server of another kind would answer it,
+// ignoring the option. A value of the right type costs a type switch;
+// options the module does not know (a newer server's) are left to the
+// server.
+func checkOptionTypes(m map[string]any) error {
+	for k, v := range m {
+		kind, known := ollamaOptionKinds[k]
+		if !known || v == nil || fits(kind, v) {
+			continue
+		}
+		var o api.Options
+		if err := o.FromMap(map[string]any{k: v}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fits reports whether v, as encoding/json decodes it, is a value of kind.
+func fits(kind reflect.Kind, v any) bool {
+	switch kind {
+	case reflect.Int, reflect.Float32:
+		_, ok := v.(float64)
+		return ok
+	case reflect.Bool:
+		_, ok := v.(bool)
+		return ok
+	case reflect.String:
+		_, ok := v.(string)
+		return ok
+	case reflect.Slice:
+		list, ok := v.([]any)
+		for _, e := range list {
+			if _, isString := e.(string); !isString {
+				return false
+			}
+		}
+		return ok
+	}
+	return true
+}
+
 // ollamaRoles are the roles of Ollama chat messages.
 var ollamaRoles = []string{"system", "user", "assistant", "tool"}
 
@@ -180,7 +243,9 @@ func ollamaOptions(m map[string]any) (fleet.Options, error) {
 			o.Stop = append(o.Stop, str)
 		}
 	}
-	return o, nil
+	// What Switchyard reads is checked above, in its words; the rest as
+	// Ollama checks it.
+	return o, checkOptionTypes(m)
 }
 
 // ollamaOnly names the fields of an Ollama request that change the answer

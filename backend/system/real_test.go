@@ -395,30 +395,58 @@ func TestRealRequestFaultsLockNobodyOut(t *testing.T) {
 		assertHealthy(t, sy, ollamaBody("auto", false, `,"options":{"num_predict":4,"seed":2,"top_p":0.95,"min_p":0.05,"top_k":40,"temperature":0.8}`), "alpha", "bravo")
 	})
 	t.Run("fields Ollama refuses with a 500 when streamed", func(t *testing.T) {
-		// Ollama answers a bad format or an option of the wrong type with
-		// a 500 to a streamed request (400 unstreamed), and Switchyard
-		// always streams: two typos opened a fleet of one's breaker.
+		// Ollama answers a bad format, an option of the wrong type, a
+		// template it can't parse or a context it can't read with a 500 to
+		// a streamed request (400 unstreamed), and Switchyard always
+		// streams: two typos opened a fleet of one's breaker.
 		alpha := ollamaWith(t, b, nil, map[string]string{"tiny": realserver.ChatMLModelfile(b.Tiny(t))})
 		bravo := b.LlamaServer(t, realserver.LlamaOptions{})
 		sy := startReal(t, quietSelection, ollamaCand("alpha", alpha, "tiny", ""), llamaCand("bravo", bravo, ""))
-		// A format Ollama does not know is refused at the edge, in its
-		// words, before any server is asked.
-		if a := chat(t, sy.url, "/api/chat", ollamaBody("auto", true, `,"format":"xml"`)); a.status != http.StatusBadRequest ||
-			!strings.Contains(a.body, `invalid format: \"xml\"; expected \"json\" or a valid JSON Schema object`) {
-			t.Errorf("format xml: status %d body %s; want 400 in Ollama's words", a.status, a.body)
+		// A format and options of the wrong type are refused at the edge,
+		// in Ollama's words, before any server is asked: a server of
+		// another kind would answer, ignoring them.
+		for _, bad := range []struct{ path, body, says string }{
+			{"/api/chat", ollamaBody("auto", true, `,"format":"xml"`), `invalid format: \"xml\"; expected \"json\" or a valid JSON Schema object`},
+			{"/api/chat", ollamaBody("auto", true, `,"options":{"repeat_last_n":"x"}`), `option \"repeat_last_n\" must be of type integer`},
+			{"/api/generate", `{"model":"auto","prompt":"hi","options":{"num_thread":"x"}}`, `option \"num_thread\" must be of type integer`},
+		} {
+			if a := chat(t, sy.url, bad.path, bad.body); a.status != http.StatusBadRequest || !strings.Contains(a.body, bad.says) {
+				t.Errorf("%s: status %d body %s; want 400 in Ollama's words", bad.body, a.status, a.body)
+			}
 		}
+		// What only the server can judge comes back from it as a 500.
 		for i, bad := range []struct{ more, says string }{
-			{`,"options":{"num_predict":4,"repeat_last_n":"x"}`, `repeat_last_n\" must be of type integer`},
-			{`,"options":{"num_predict":4,"num_thread":"x"}`, `num_thread\" must be of type integer`},
+			{`,"template":"{{ .Foo"`, "template: :1: unclosed action"},
+			{`,"context":[99999999]`, "detokenize error"},
 		} {
 			for _, stream := range []bool{true, false} {
-				a := chat(t, sy.url, "/api/chat", ollamaBody("auto", stream, bad.more))
-				if a.status != http.StatusBadRequest || !strings.Contains(a.body, bad.says) || strings.Count(a.body, bad.says) != 1 || strings.Contains(a.body, "upstream HTTP") {
+				a := chat(t, sy.url, "/api/generate", fmt.Sprintf(`{"model":"auto","prompt":"hi","stream":%v,"options":{"num_predict":4}%s}`, stream, bad.more))
+				if a.status != http.StatusBadRequest || strings.Count(a.body, bad.says) != 1 || strings.Contains(a.body, "upstream HTTP") {
 					t.Errorf("request %d (stream %v): status %d body %s; want 400 with Ollama's reason, once, as Ollama says it", i, stream, a.status, a.body)
 				}
 				if got, want := faultsOf(sy.record(t, a).Attempts), []string{"alpha:not_retryable/request"}; !slices.Equal(got, want) {
 					t.Errorf("attempts = %v; want %v", got, want)
 				}
+			}
+		}
+		assertHealthy(t, sy, ollamaBody("auto", false, `,"options":{"num_predict":4}`), "alpha", "bravo")
+	})
+	t.Run("an image for servers that take none", func(t *testing.T) {
+		// Ollama's runner: 400 "model does not support multimodal
+		// requests", its message a JSON error; llama-server without a
+		// projector: 500 "image input is not supported". Capabilities the
+		// models lack, not the servers' failures.
+		alpha := ollamaWith(t, b, nil, map[string]string{"tiny": realserver.ChatMLModelfile(b.Tiny(t))})
+		bravo := b.LlamaServer(t, realserver.LlamaOptions{})
+		sy := startReal(t, quietSelection, ollamaCand("alpha", alpha, "tiny", ""), llamaCand("bravo", bravo, ""))
+		const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+		for i := range 3 {
+			a := chat(t, sy.url, "/api/chat", `{"model":"auto","stream":false,"messages":[{"role":"user","content":"what is this","images":["`+png+`"]}]}`)
+			if a.status != http.StatusBadRequest {
+				t.Errorf("request %d: status %d body %s; want 400: no candidate takes images", i, a.status, a.body)
+			}
+			if got, want := faultsOf(sy.record(t, a).Attempts), []string{"alpha:error/capability", "bravo:error/capability"}; i == 0 && !slices.Equal(got, want) {
+				t.Errorf("attempts = %v; want %v", got, want)
 			}
 		}
 		assertHealthy(t, sy, ollamaBody("auto", false, `,"options":{"num_predict":4}`), "alpha", "bravo")

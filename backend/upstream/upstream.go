@@ -176,9 +176,10 @@ func StatusError(resp *http.Response, busyHint func(msg string) bool) *fleet.Sta
 		se.Invalid = InvalidRequest(msg)
 	}
 	switch resp.StatusCode {
-	case http.StatusBadRequest, http.StatusNotImplemented:
+	case http.StatusBadRequest, http.StatusNotImplemented, http.StatusInternalServerError:
 		// Ollama: 400 `"embed" does not support chat`; llama.cpp and
-		// Ollama: 501 "This server does not support embeddings".
+		// Ollama: 501 "This server does not support embeddings";
+		// llama.cpp: 500 "image input is not supported - hint: ... mmproj".
 		se.Unsupported = Unsupported(msg)
 	case http.StatusTooManyRequests:
 		se.Busy = true
@@ -235,7 +236,7 @@ func EventError(msg, code string) *fleet.EventError {
 // serve: Ollama's `"gemma3:4b" does not support thinking` (tools, insert,
 // chat, ...), vLLM's "The model does not support Chat Completions API"
 // (Completions, Embeddings), llama.cpp's "does not support embeddings".
-var unsupported = regexp.MustCompile(`(?i)does not support (thinking|tools|insert|vision|images|completions?|chat|generate|embeddings?)\b`)
+var unsupported = regexp.MustCompile(`(?i)does not support (thinking|tools|insert|vision|images|multimodal|completions?|chat|generate|embeddings?)\b|(image) input is not supported`)
 
 // Unsupported returns the capability an error message says the model
 // lacks ("thinking", "tools", "insert", ...), "" when it says none.
@@ -244,8 +245,12 @@ func Unsupported(msg string) string {
 	if m == nil {
 		return ""
 	}
-	switch what := strings.ToLower(m[1]); what {
-	case "images":
+	switch what := strings.ToLower(m[1] + m[2]); what {
+	case "images", "image", "multimodal":
+		// Ollama v0.33: "Multimodal data provided, but model does not
+		// support multimodal requests."; llama.cpp: "image input is not
+		// supported - hint: if this is unexpected, you may need to
+		// provide the mmproj".
 		return "vision"
 	case "embeddings":
 		return "embedding"
@@ -265,7 +270,10 @@ func ErrorMessage(body []byte) string {
 	return fleet.Clip(errorMessage(body))
 }
 
-func errorMessage(body []byte) string {
+func errorMessage(body []byte) string { return errorMessageAt(body, 0) }
+
+// errorMessageAt is errorMessage of a body found depth bodies deep.
+func errorMessageAt(body []byte, depth int) string {
 	body = bytes.TrimSpace(body)
 	var v struct {
 		Error   json.RawMessage `json:"error"`
@@ -276,6 +284,11 @@ func errorMessage(body []byte) string {
 		if len(v.Error) > 0 && string(v.Error) != "null" {
 			var s string
 			if json.Unmarshal(v.Error, &s) == nil {
+				if inner := strings.TrimSpace(s); strings.HasPrefix(inner, `{"error"`) && depth < 2 {
+					// Ollama passes its runner's (llama.cpp's) JSON
+					// error on as its message.
+					return errorMessageAt([]byte(inner), depth+1)
+				}
 				return s
 			}
 			var o struct {

@@ -85,7 +85,7 @@ func (b *Backend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Reques
 	resp, err := b.pool.Send(ctx, upstream.Call{Method: http.MethodPost, URL: c.URL, Path: path, APIKey: c.APIKey, Body: body,
 		Accept: "application/x-ndjson"})
 	if err != nil {
-		return nil, err
+		return nil, callersFault(req, err)
 	}
 	if isHTML(resp.Header.Get("Content-Type")) {
 		se := upstream.StatusError(resp, nil)
@@ -96,6 +96,24 @@ func (b *Backend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Reques
 		return newEmbedStream(ctx, resp.Body, path == pathEmbeddings), nil
 	}
 	return newStream(ctx, resp.Body, maxLine), nil
+}
+
+// callersFault marks as the request's (StatusError.Invalid) Ollama's 500s
+// about what the caller sent it to use as is: a template it could not
+// parse or run ("template: :1: unclosed action"), a context it could not
+// read ("detokenize error: ..."), seen with the real v0.33. Only when the
+// request carried that field: the model's own template failing is the
+// server's.
+func callersFault(req *fleet.Request, err error) error {
+	se, ok := errors.AsType[*fleet.StatusError](err)
+	if !ok || se.StatusCode < 500 || se.Invalid {
+		return err
+	}
+	fields := req.RawFor(fleet.ProviderOllama)
+	_, hasTemplate := fields["template"]
+	_, hasContext := fields["context"]
+	se.Invalid = hasTemplate && strings.HasPrefix(se.Message, "template: ") || hasContext && strings.HasPrefix(se.Message, "detokenize error")
+	return err
 }
 
 // isHTML reports whether a Content-Type names a web page rather than the
