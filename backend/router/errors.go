@@ -35,6 +35,10 @@ var ErrAllFailed = errors.New("all candidates failed")
 var ErrUnsupported = errors.New("no candidate can do what this request asks")
 
 func (e *Error) Error() string {
+	if e.Failure == fleet.FailureRejected && len(e.Attempts) > 0 {
+		// Err is the refusal of the last attempt: said once, by whom.
+		return Describe(e.Attempts[len(e.Attempts)-1])
+	}
 	var b strings.Builder
 	b.WriteString(e.Err.Error())
 	if len(e.Attempts) > 0 {

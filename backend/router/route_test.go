@@ -333,6 +333,10 @@ func TestNotRetryableReturnsAtOnce(t *testing.T) {
 					if e.Failure != want {
 						t.Errorf("stream=%v: failure = %s; want %s", stream, e.Failure, want)
 					}
+					// A refusal is said once, by whom (the history's error).
+					if msg := fmt.Sprintf("a: upstream HTTP %d: nope", status); want == fleet.FailureRejected && err.Error() != msg {
+						t.Errorf("stream=%v: error %q; want %q", stream, err, msg)
+					}
 				}
 				if o, _ := f.counts("b"); o != 0 {
 					t.Errorf("b was tried after a not-retryable error")
