@@ -90,6 +90,10 @@ type Breaker struct {
 	gen        uint64    // advances on every transition
 	probing    bool      // the half-open probe is in flight
 	lastChange time.Time
+	// probeGen is the generation of the probe whose first token closed
+	// the breaker, while the breaker is in the generation that close
+	// began: that stream's end still counts (afterCommit).
+	probeGen uint64
 }
 
 // New returns a closed breaker for the candidate named name.
@@ -155,13 +159,16 @@ func (b *Breaker) Succeed(t Ticket) { b.afterCommit(t, Success, "") }
 // Fail reports that the stream t was issued for, which reported Committed,
 // broke afterwards: in the closed state it counts like any failure. It is
 // ignored when the state moved on since t was issued, and in any state but
-// closed.
+// closed; the half-open probe whose first token closed the breaker still
+// counts (SPEC 2.5: a failure after commit is the candidate's), so a
+// server that keeps dying mid-answer opens again.
 func (b *Breaker) Fail(t Ticket, cause string) { b.afterCommit(t, Failure, cause) }
 
 func (b *Breaker) afterCommit(t Ticket, r Result, cause string) {
 	b.mu.Lock()
 	var ch *fleet.BreakerChange
-	if b.state == fleet.BreakerClosed && t.gen == b.gen {
+	closedByIt := t.probe && t.gen == b.probeGen && b.gen == b.probeGen+1
+	if b.state == fleet.BreakerClosed && (t.gen == b.gen || closedByIt) {
 		ch = b.apply(false, r, cause)
 	}
 	b.mu.Unlock()
@@ -186,7 +193,10 @@ func (b *Breaker) apply(probe bool, r Result, cause string) *fleet.BreakerChange
 			return nil
 		}
 		switch r {
-		case Success, Committed:
+		case Success:
+			return b.transition(fleet.BreakerClosed, b.s.Now(), cause)
+		case Committed:
+			b.probeGen = b.gen
 			return b.transition(fleet.BreakerClosed, b.s.Now(), cause)
 		case Failure:
 			return b.transition(fleet.BreakerOpen, b.s.Now(), cause)

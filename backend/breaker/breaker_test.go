@@ -275,6 +275,27 @@ func TestCommittedProbeCloses(t *testing.T) {
 		if s := b.Snapshot().State; s != fleet.BreakerClosed {
 			t.Fatalf("committed probe: state = %s; want closed", s)
 		}
+		// The probe's stream breaking after its first token is the
+		// server's failure, as any stream's is (SPEC 2.5): one more and a
+		// server that keeps dying mid-answer is open again.
+		b.Fail(tk, "broke after commit")
+		if s := b.Snapshot(); s.State != fleet.BreakerClosed || s.Failures != 1 {
+			t.Fatalf("the probe broke after its first token: %+v; want closed with 1 failure", s)
+		}
+		next, _ := b.Allow()
+		b.Done(next, Committed, "first token")
+		b.Fail(next, "broke after commit")
+		if s := b.Snapshot().State; s != fleet.BreakerOpen {
+			t.Fatalf("two streams broke after their first tokens: state = %s; want open", s)
+		}
+		// A probe's stream that ends cleanly resets the count.
+		time.Sleep(DefaultOpenDuration)
+		tk, _ = b.Allow()
+		b.Done(tk, Committed, "first token")
+		b.Succeed(tk)
+		if s := b.Snapshot(); s.State != fleet.BreakerClosed || s.Failures != 0 {
+			t.Fatalf("a probe that ended cleanly: %+v; want closed, no failures", s)
+		}
 	})
 }
 
