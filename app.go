@@ -206,9 +206,13 @@ func desktop(stderr io.Writer) int {
 		fmt.Fprintln(stderr, "switchyard: this is the headless build, without the window: run `make run` for the desktop app, or `switchyard serve` for the same UI at http://127.0.0.1:8484/")
 		return exitUsage
 	}
-	if why := displayProblem(os.Getenv); why != "" {
+	why := displayProblem(os.Getenv)
+	if why == "" && !gtkOpens() {
+		why = fmt.Sprintf("the display (DISPLAY=%s WAYLAND_DISPLAY=%s) refused to open a window for this program", os.Getenv("DISPLAY"), os.Getenv("WAYLAND_DISPLAY"))
+	}
+	if why != "" {
 		fmt.Fprintln(stderr, "switchyard: "+why+".\n"+
-			"Run `switchyard serve` for the headless router with the same UI at http://127.0.0.1:8484/")
+			"Run `switchyard serve` for the headless router with the same UI in a browser")
 		return exitError
 	}
 	o := baseOptions(stderr)

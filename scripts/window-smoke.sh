@@ -42,3 +42,20 @@ xvfb-run -a -s "-screen 0 1280x820x24" bash -euo pipefail -c '
   [ $code -eq 0 ] || fail "exit code $code after SIGTERM"
   echo "window smoke: clean exit"
 '
+
+# A display that is there but refuses this program (an X server that
+# wants a cookie the app does not have, as after ssh or sudo): one clear
+# message and exit 1, not GTK's panic with a goroutine trace.
+xauth -f "$tmp/xauth" add :0 . "$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >/dev/null 2>&1
+disp=$(( (RANDOM % 200) + 200 ))
+Xvfb ":$disp" -nolisten tcp -auth "$tmp/xauth" >/dev/null 2>&1 &
+xpid=$!
+for i in $(seq 1 40); do [ -S "/tmp/.X11-unix/X$disp" ] && break; sleep 0.25; done
+code=0
+env -i PATH="$PATH" HOME="$tmp" XDG_CONFIG_HOME="$tmp/config" XDG_DATA_HOME="$tmp/data" DISPLAY=":$disp" \
+  timeout 30 "$bin" >"$tmp/refused.log" 2>&1 || code=$?
+kill $xpid 2>/dev/null || true
+if [ $code -ne 1 ] || grep -q "panic" "$tmp/refused.log" || ! grep -q "refused to open a window" "$tmp/refused.log"; then
+  echo "window smoke: a display that refuses the app gave exit $code:"; cat "$tmp/refused.log"; exit 1
+fi
+echo "window smoke: a display that refuses the app is said in one line (exit 1)"
