@@ -231,6 +231,22 @@ func TestOpenSaysWhyAPathCantBeUsed(t *testing.T) {
 	if !errors.Is(err, ErrUnusable) || errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), dir+" is a directory: name a file in it, such as "+filepath.Join(dir, "history.db")) {
 		t.Errorf("Open(a directory) = %v; want ErrUnusable naming a file in it", err)
 	}
+	fifo := filepath.Join(t.TempDir(), "fifo.db")
+	if err := mkfifo(fifo); err == nil {
+		_, err = Open(fifo, Options{})
+		if !errors.Is(err, ErrUnusable) || !strings.Contains(err.Error(), fifo+" is a named pipe, not a file") {
+			t.Errorf("Open(a named pipe) = %v; want ErrUnusable saying what it is", err)
+		}
+	}
+	if _, err := os.Stat("/dev/null"); err == nil {
+		_, err = Open("/dev/null", Options{})
+		if !errors.Is(err, ErrUnusable) || !strings.Contains(err.Error(), "/dev/null is a character device, not a file") {
+			t.Errorf("Open(/dev/null) = %v; want ErrUnusable saying what it is", err)
+		}
+		if _, err := os.Stat("/dev/null-journal"); err == nil {
+			t.Error("Open(/dev/null) left /dev/null-journal")
+		}
+	}
 	if runtime.GOOS == "linux" {
 		// Nobody, root included, makes files in /proc.
 		_, err = Open("/proc/switchyard-history.db", Options{})

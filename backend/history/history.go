@@ -340,6 +340,8 @@ func usable(path string) error {
 	switch {
 	case err == nil && fi.IsDir():
 		return fmt.Errorf("%w: %s is a directory: name a file in it, such as %s, with %s", ErrUnusable, path, filepath.Join(path, "history.db"), what)
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: %s is %s, not a file: name a file with %s", ErrUnusable, path, fileKind(fi.Mode()), what)
 	case err == nil:
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
@@ -356,6 +358,21 @@ func usable(path string) error {
 	f.Close()
 	os.Remove(f.Name())
 	return nil
+}
+
+// fileKind names what a path that is no regular file is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "something else"
 }
 
 // unwrapPath is err without the path a *fs.PathError repeats.
