@@ -49,7 +49,13 @@ type Health struct {
 func (s *Store) Health() Health {
 	s.healthMu.Lock()
 	defer s.healthMu.Unlock()
-	return s.health
+	h := s.health
+	if s.damage != nil {
+		// What to do comes first, and stays: writes that work again do
+		// not mend the file.
+		h.Err, h.Since = s.damage, s.damageSince
+	}
+	return h
 }
 
 // failing reports whether writes are failing: new records join the
@@ -59,6 +65,7 @@ func (s *Store) failing() bool { return len(s.w.backlog)+len(s.w.evBacklog) > 0 
 // fail notes a failed write: the first of a run is logged at once, later
 // ones at most once a minute.
 func (s *Store) fail(err error) {
+	err = s.noteDamage(err)
 	now := s.cfg.now()
 	s.healthMu.Lock()
 	first := s.health.Err == nil
@@ -69,6 +76,8 @@ func (s *Store) fail(err error) {
 	}
 	s.healthMu.Unlock()
 	switch {
+	case first && errors.Is(err, ErrDamaged):
+		s.w.lastLog = now // noteDamage said it, with what to do
 	case first:
 		s.cfg.logf("history: can't write %s (%v): keeping up to %d records in memory until it can; free disk space or move the file aside", s.path, err, s.cfg.maxBacklog)
 		s.w.lastLog = now
@@ -79,23 +88,25 @@ func (s *Store) fail(err error) {
 }
 
 // readErr is err, a query's, saying what to do when the query found the
-// file damaged: Open checks the whole file only after an unclean
-// shutdown, so damage done while Switchyard was stopped is found by the
-// first query that reads it. The history is then shown as failing, with
-// the same advice as at start, and the log says it once.
-func (s *Store) readErr(err error) error {
+// file damaged (noteDamage).
+func (s *Store) readErr(err error) error { return s.noteDamage(err) }
+
+// noteDamage is err saying what to do when it says the file is damaged:
+// Open checks the whole file only after an unclean shutdown, so damage
+// done while Switchyard was stopped is found by the first query, write or
+// sweep that reads it. The history is then shown as damaged, with the
+// same advice as at start, for as long as Switchyard runs on the file,
+// and the log says it once. Any other err is returned as it is.
+func (s *Store) noteDamage(err error) error {
 	var se *sqlite.Error
-	if !errors.As(err, &se) || (se.Code()&0xff != sqlite3.SQLITE_CORRUPT && se.Code()&0xff != sqlite3.SQLITE_NOTADB) {
+	if errors.Is(err, ErrDamaged) || !errors.As(err, &se) || (se.Code()&0xff != sqlite3.SQLITE_CORRUPT && se.Code()&0xff != sqlite3.SQLITE_NOTADB) {
 		return err
 	}
 	err = fmt.Errorf("%w: %w: stop Switchyard, move it aside (mv %s %s.damaged) and start it again; it then makes a new one", ErrDamaged, err, s.path, s.path)
 	s.healthMu.Lock()
-	first := !errors.Is(s.health.Err, ErrDamaged)
+	first := s.damage == nil
 	if first {
-		s.health.Err = err
-		if s.health.Since.IsZero() {
-			s.health.Since = s.cfg.now()
-		}
+		s.damage, s.damageSince = err, s.cfg.now()
 	}
 	s.healthMu.Unlock()
 	if first {

@@ -206,8 +206,9 @@ func damagedFile(t *testing.T) string {
 
 // Damage done while Switchyard was stopped after a clean shutdown is not
 // looked for at start (TestWholeFileCheckOnlyAfterUncleanShutdown): the
-// first query that reads it says what to do, and the history shows it.
-func TestDamageFoundByAQueryIsSaid(t *testing.T) {
+// first query, write or sweep that reads it says what to do, and the
+// history shows it until Switchyard starts on a sound file.
+func TestDamageFoundAfterOpenIsSaid(t *testing.T) {
 	l := &logs{}
 	path := damagedFile(t)
 	s := openAt(t, path, Options{Logf: l.logf, Now: func() time.Time { return t0 }})
@@ -220,6 +221,24 @@ func TestDamageFoundByAQueryIsSaid(t *testing.T) {
 	}
 	if !strings.Contains(l.text(), "history database is damaged") {
 		t.Errorf("log = %q; want the damage said", l.text())
+	}
+	// It stays said, whatever works meanwhile: a record written, another
+	// query that reads sound pages.
+	s.Record(context.Background(), rec("after", t0))
+	s.Requests(context.Background(), Filter{Limit: 1})
+	if h := s.Health(); !errors.Is(h.Err, ErrDamaged) {
+		t.Errorf("Health() after a write and a small query = %+v; want the damage still shown", h)
+	}
+	if n := strings.Count(l.text(), "history database is damaged"); n != 1 {
+		t.Errorf("the damage was logged %d times; want once:\n%s", n, l.text())
+	}
+
+	// Found by the sweep after Open, before any query.
+	path = damagedFile(t)
+	swept := openAt(t, path, Options{Now: func() time.Time { return t0.Add(DefaultRetention + 1000*time.Second) }})
+	<-swept.startSwept
+	if h := swept.Health(); !errors.Is(h.Err, ErrDamaged) || !strings.Contains(h.Err.Error(), "move it aside") {
+		t.Errorf("Health() after a sweep through damaged pages = %+v; want the damage and what to do", h)
 	}
 }
 

@@ -177,6 +177,10 @@ type Store struct {
 
 	healthMu sync.Mutex
 	health   Health // backlog.go
+	// damage is the damage found in the file since Open, with what to do,
+	// and when; it stays until Switchyard starts on a sound file.
+	damage      error
+	damageSince time.Time
 }
 
 // Open opens the history file at path, creating it and its parent directory
@@ -308,8 +312,7 @@ func open(path string, o Options, h hooks) (*Store, error) {
 	// Move what a crash left in the inbox; the writer goroutine prunes,
 	// after Open has returned.
 	if err := s.moveAll(); err != nil {
-		s.cfg.logf("history: %v", err)
-		s.fail(err)
+		s.fail(err) // it says so
 		s.armRetry()
 	}
 	go s.run()

@@ -285,7 +285,8 @@ func (s *Store) endSweep(err error) {
 	}
 	s.w.sweep = nil
 	s.stopYield()
-	if err != nil && len(sw.waiters) == 0 && !errors.Is(err, ErrClosed) {
+	err = s.noteDamage(err)
+	if err != nil && len(sw.waiters) == 0 && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrDamaged) {
 		s.cfg.logf("history: %v", wrapPrune(err))
 	}
 	for _, done := range sw.waiters {
