@@ -1,5 +1,10 @@
 package history
 
+import (
+	"cmp"
+	"os"
+)
+
 // Checkpoints (docs/DESIGN.md, "History"). The writer's connection never
 // checkpoints in a commit (wal_autocheckpoint is off on it): SQLite would
 // do it, fsyncs and all, in whichever commit filled the WAL past 1000
@@ -92,7 +97,26 @@ func (s *Store) checkpointed(err error) {
 	if err == nil && s.journal == nil {
 		_, err = s.w.ckpt.c.query("PRAGMA wal_checkpoint(PASSIVE)")
 	}
+	if err == nil {
+		err = s.cutWAL()
+	}
 	if err != nil {
 		s.cfg.logf("history: checkpoint: %v", err)
 	}
+}
+
+// cutWAL copies the whole WAL and cuts it to nothing once it has grown
+// past walLimit: a checkpoint that copies it all restarts it, but another
+// Switchyard committing on the same file (each commits beside the other's
+// checkpoints) kept it from ever being all copied, and it grew to 246 MB
+// under load before one did. TRUNCATE waits for the file's other writer
+// and readers (busy_timeout), which a WAL this long is worth.
+// Writer goroutine only.
+func (s *Store) cutWAL() error {
+	limit := cmp.Or(s.cfg.walMax, walLimit)
+	if fi, err := os.Stat(s.path + "-wal"); err != nil || fi.Size() <= limit {
+		return nil
+	}
+	_, err := s.w.ckpt.c.query("PRAGMA wal_checkpoint(TRUNCATE)")
+	return err
 }

@@ -123,8 +123,10 @@ type hooks struct {
 	// as records whose Record waits are: for tests of the inbox and the
 	// move.
 	viaInbox bool
-	// journalLimit, when set, replaces journalTruncateAt.
+	// journalLimit, when set, replaces journalTruncateAt; walMax,
+	// walLimit as the WAL's size past which a checkpoint cuts it back.
 	journalLimit int64
+	walMax       int64
 	// sweepBatch, when set, is the rows every step of a sweep deletes
 	// (else it starts at sweepBatch and follows sweepStepTime); swept,
 	// when set, runs on the writer goroutine after each transaction of a

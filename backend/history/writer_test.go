@@ -373,3 +373,32 @@ func TestJobsCommitIsMovedInTime(t *testing.T) {
 		}
 	})
 }
+
+// A WAL past its limit is copied whole and cut to nothing at the end of a
+// checkpoint: with two Switchyards committing on one file, no checkpoint
+// copied it all and it grew to 246 MB under load before one did.
+func TestCheckpointCutsALongWAL(t *testing.T) {
+	s, path := openTemp(t, Options{}, hooks{walMax: 64 << 10, noJournal: true})
+	walSize := func() int64 {
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	for i := range 100 {
+		mustRecord(t, s, rec(fmt.Sprint("r", i), t0))
+	}
+	if n := walSize(); n <= 64<<10 {
+		t.Fatalf("WAL is %d bytes after 100 records; the test wants it past 64 KiB", n)
+	}
+	if err := s.do(t.Context(), func() error { s.checkpointed(nil); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n := walSize(); n != 0 {
+		t.Errorf("WAL is %d bytes after a checkpoint past the limit; want it cut to nothing", n)
+	}
+	if got := count(t, s, "requests"); got != 100 {
+		t.Errorf("%d requests after the cut; want 100", got)
+	}
+}
