@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -60,7 +62,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if w.Apply == nil {
 		return errors.New("watch config: no Apply func")
 	}
-	dir, base := filepath.Dir(w.Path), filepath.Base(w.Path)
+	dir := filepath.Dir(w.Path)
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watch config: %w", err)
@@ -69,19 +71,40 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err := fw.Add(dir); err != nil {
 		return fmt.Errorf("watch config directory %s: %w", dir, err)
 	}
-	// A config that is a link to a file elsewhere (dotfiles, stow) is
-	// edited there: its target's directory is watched too, and followed
-	// when the link is pointed elsewhere.
-	var target string
-	follow := func() {
-		t, err := filepath.EvalSymlinks(w.Path)
-		if err != nil || t == target {
-			return
+	// The file is watched through its directory, so that every way an
+	// editor saves is seen. A config that is a link (dotfiles, stow) is
+	// edited where the link leads: every link's and the file's directory
+	// is watched too, and followed when a link is pointed elsewhere. A
+	// watched directory that is removed takes its watch with it: it is
+	// looked for again every second until it is back.
+	dirs := map[string]bool{dir: true} // watched
+	var files map[string]bool          // the config, the links it leads through, the file
+	follow := func() (all bool) {
+		files, all = map[string]bool{}, true
+		p := filepath.Clean(w.Path)
+		for range maxLinks {
+			files[p] = true
+			if d := filepath.Dir(p); !dirs[d] {
+				if fw.Add(d) == nil {
+					dirs[d] = true
+				} else {
+					all = false
+				}
+			}
+			fi, err := os.Lstat(p)
+			if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+				break
+			}
+			next, err := os.Readlink(p)
+			if err != nil {
+				break
+			}
+			if !filepath.IsAbs(next) {
+				next = filepath.Join(filepath.Dir(p), next)
+			}
+			p = filepath.Clean(next)
 		}
-		target = t
-		if td := filepath.Dir(t); td != dir {
-			fw.Add(td) // at worst, the target's edits are not seen
-		}
+		return all
 	}
 	follow()
 	if w.Ready != nil {
@@ -98,6 +121,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	var (
 		quiet <-chan time.Time // fires once the file settled; nil when nothing changed
+		retry <-chan time.Time // fires when a removed directory is looked for again
 		last  []byte           // the version handled last; nil when none or unreadable
 	)
 	for {
@@ -108,7 +132,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if !ok {
 				return fmt.Errorf("watch config %s: watcher closed", w.Path)
 			}
-			if changes(ev, base) || target != "" && ev.Name == target && changes(ev, filepath.Base(target)) {
+			name := filepath.Clean(ev.Name)
+			switch {
+			case dirs[name] && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0:
+				delete(dirs, name) // its watch went with it
+				fw.Remove(name)
+				retry = after(time.Second)
+				quiet = after(settle)
+			case files[name] && changes(ev, filepath.Base(name)):
 				quiet = after(settle) // restart the wait: the save may go on
 			}
 		case _, ok := <-fw.Errors:
@@ -118,13 +149,26 @@ func (w *Watcher) Run(ctx context.Context) error {
 			// Most likely an event queue overflow, which may have hidden
 			// a change: read the file to be sure.
 			quiet = after(settle)
+		case <-retry:
+			retry = nil
+			if follow() {
+				quiet = after(settle) // back: read what it holds now
+			} else {
+				retry = after(time.Second)
+			}
 		case <-quiet:
 			quiet = nil
-			follow()
+			if !follow() && retry == nil {
+				retry = after(time.Second)
+			}
 			last = w.reload(last)
 		}
 	}
 }
+
+// maxLinks bounds the links followed from the config to its file, as the
+// system's own limit does for a loop of links.
+const maxLinks = 40
 
 // changes reports whether ev may have changed the content of the file
 // named base in the watched directory. A change of mode alone does not.

@@ -275,6 +275,60 @@ func TestWatcherFollowsALink(t *testing.T) {
 	tw.noMoreCalls(t)
 }
 
+// A link that leads through another link is followed to the end, and a
+// link in the middle pointed elsewhere is seen.
+func TestWatcherFollowsAChainOfLinks(t *testing.T) {
+	a, c, d, e := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	final, mid, path := filepath.Join(d, "final.yaml"), filepath.Join(c, "mid.yaml"), filepath.Join(a, "config.yaml")
+	writeFile(t, final, version(1))
+	if os.Symlink(final, mid) != nil || os.Symlink(mid, path) != nil {
+		t.Fatal("symlink")
+	}
+	tw := startWatch(t, &Watcher{Path: path})
+	writeFile(t, final, version(2))
+	if got := priority(tw.nextApplied(t)); got != 2 {
+		t.Errorf("applied priority %d; want 2", got)
+	}
+	other := filepath.Join(e, "other.yaml")
+	writeFile(t, other, version(3))
+	os.Remove(mid)
+	if err := os.Symlink(other, mid); err != nil {
+		t.Fatal(err)
+	}
+	if got := priority(tw.nextApplied(t)); got != 3 {
+		t.Errorf("applied priority %d; want 3", got)
+	}
+	writeFile(t, other, version(4))
+	if got := priority(tw.nextApplied(t)); got != 4 {
+		t.Errorf("applied priority %d; want 4", got)
+	}
+	tw.noMoreCalls(t)
+}
+
+// The config's directory removed and made again: the file in it is
+// watched again.
+func TestWatcherDirectoryRemovedAndBack(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "switchyard")
+	os.Mkdir(dir, 0o755)
+	path := filepath.Join(dir, "config.yaml")
+	writeFile(t, path, version(1))
+	tw := startWatch(t, &Watcher{Path: path})
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	tw.nextRejected(t) // the file is gone
+	os.Mkdir(dir, 0o755)
+	writeFile(t, path, version(5))
+	if got := priority(tw.nextApplied(t)); got != 5 {
+		t.Errorf("applied priority %d; want 5", got)
+	}
+	writeFile(t, path, version(6))
+	if got := priority(tw.nextApplied(t)); got != 6 {
+		t.Errorf("applied priority %d; want 6", got)
+	}
+	tw.noMoreCalls(t)
+}
+
 func TestWatcherFileCreatedLater(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	tw := startWatch(t, &Watcher{Path: path})
