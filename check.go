@@ -76,6 +76,9 @@ answered with an error or lacks its model.`, stdout, stderr)
 			problems = append(problems, msg)
 		}
 	}
+	if asked == 0 && !rep.Missing {
+		problems = append(problems, "no candidate is enabled: nothing would be routed")
+	}
 	if silent > 0 {
 		problems = append(problems, fmt.Sprintf("%d of %d candidates did not answer", silent, asked))
 	}

@@ -72,4 +72,8 @@ func TestCheckSortsWhatWentWrong(t *testing.T) {
 	if want := "switchyard: 1 of 3 candidates did not answer; 1 of 3 answered with an error\n"; errOut != want {
 		t.Errorf("stderr = %q; want %q", errOut, want)
 	}
+	os.WriteFile(cfg, []byte("chat:\n  candidates:\n    - {id: switched-off, provider: ollama, url: \"http://127.0.0.1:1\", model: m, enabled: false}\n"), 0o600)
+	if code, _, errOut := runCLI(t, "check", "--config", cfg); code != exitUnhealthy || !strings.Contains(errOut, "no candidate is enabled") {
+		t.Errorf("every candidate disabled: exit %d, stderr %q; want %d saying nothing would be routed", code, errOut, exitUnhealthy)
+	}
 }

@@ -359,7 +359,7 @@ func ollamaRoot(r report, c *Candidate) {
 	if c.Provider != fleet.ProviderOllama || err != nil {
 		return
 	}
-	p := "/" + strings.Trim(u.Path, "/")
+	p := "/" + strings.ToLower(strings.Trim(u.Path, "/"))
 	switch {
 	case p == "/v1" || strings.HasSuffix(p, "/v1") || strings.Contains(p+"/", "/v1/"):
 		r.fail("%q is Ollama's OpenAI-compatible API: an Ollama candidate takes the server's root (http://host:11434), or use provider: openai with this URL", c.URL)

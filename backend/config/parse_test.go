@@ -341,6 +341,7 @@ func TestParseErrors(t *testing.T) {
 		{"an Ollama candidate on its /v1", withURL("http://127.0.0.1:11434/v1"), "chat.candidates[0].url", "is Ollama's OpenAI-compatible API: an Ollama candidate takes the server's root", 5},
 		{"an Ollama candidate on an endpoint", withURL("http://127.0.0.1:11434/v1/chat/completions"), "chat.candidates[0].url", "OpenAI-compatible API", 5},
 		{"an Ollama candidate on /api/chat", withURL("http://127.0.0.1:11434/api/chat"), "chat.candidates[0].url", "names Ollama's API", 5},
+		{"an Ollama candidate on /V1", withURL("http://127.0.0.1:11434/V1"), "chat.candidates[0].url", "OpenAI-compatible API", 5},
 		{"url with a password", withURL("http://user:S3cret@127.0.0.1:8000/v1"), "chat.candidates[0].url", "has a user or password in it", 5},
 		{"id too long", strings.Replace(candidateYAML, "id: a", "id: "+strings.Repeat("a", 250), 1), "chat.candidates[0].id", "at most 249", 3},
 		{"api_key with a newline", "api_key: \"abc\\ndef0123456789012\"\n", "api_key", "control characters", 1},

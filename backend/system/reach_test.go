@@ -219,6 +219,14 @@ func TestDemoStandInSaysWhatAConfigNeeds(t *testing.T) {
 	if !strings.Contains(log.text(), want) {
 		t.Errorf("log lacks %q:\n%s", want, log.text())
 	}
+	// The file gone again is where it started: nothing refused.
+	os.Remove(path)
+	if err := json.Unmarshal(events.next(t, schema.EventConfig), &d); err != nil {
+		t.Fatal(err)
+	}
+	if st := sys.Config(); d["ok"] != true || st.Error != "" {
+		t.Errorf("after the file went: event %v, config state %+v; want nothing refused", d, st.ConfigState)
+	}
 
 	// The demo with a config file says so, in its line and its YAML.
 	cfg := filepath.Join(dir, "demo.yaml")

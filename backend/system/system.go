@@ -622,8 +622,17 @@ func (s *System) retuneHistory(prev config.History, cfg config.Config) {
 	}
 }
 
-// reject keeps the config in force and shows why the edit was refused.
+// reject keeps the config in force and shows why the edit was refused. A
+// file gone while the demo fleet stands in for a missing one is where it
+// started: nothing to refuse.
 func (s *System) reject(err error) {
+	if s.demo != nil && !s.o.Demo && errors.Is(err, fs.ErrNotExist) {
+		s.mu.Lock()
+		s.rejected = nil
+		s.mu.Unlock()
+		s.hub.PublishConfig(nil)
+		return
+	}
 	s.mu.Lock()
 	s.rejected, s.rejectedAt = err, time.Now()
 	s.mu.Unlock()
