@@ -445,7 +445,7 @@ func (e *openaiEncoder) raw(dst []byte, ch *fleet.Chunk) ([]byte, bool) {
 		return dst, false
 	case ch.UsageOnly && !e.includeUsage:
 		// The finish event ends dst with "}\n\n" still unwritten.
-		if finishEnd == 0 || finishEnd != len(dst) || dst[finishEnd-3] != '}' || onlyUsage(raw) {
+		if finishEnd == 0 || finishEnd != len(dst) || dst[finishEnd-3] != '}' {
 			return dst, false
 		}
 		extra := extraFields(raw)
@@ -497,31 +497,6 @@ func extraFields(usage []byte) []byte {
 		}
 	}
 	return out
-}
-
-// onlyUsage reports whether raw is an object that holds nothing but a
-// chunk's usual fields and its usage, reading names only: the usual usage
-// event, with nothing for the finish event.
-func onlyUsage(raw []byte) bool {
-	d := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true))
-	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
-		return false
-	}
-	for d.PeekKind() == '"' {
-		name, err := d.ReadValue()
-		if err != nil {
-			return false
-		}
-		switch string(name) {
-		case `"id"`, `"object"`, `"created"`, `"model"`, `"system_fingerprint"`, `"choices"`, `"usage"`:
-		default:
-			return false
-		}
-		if d.SkipValue() != nil {
-			return false
-		}
-	}
-	return true
 }
 
 func (e *openaiEncoder) end(dst []byte) []byte {
