@@ -199,6 +199,36 @@ func unwrapOp(err error) error {
 	return err
 }
 
+// noWindow says why no window opens, and what to run instead.
+func noWindow(stderr io.Writer, why string) int {
+	fmt.Fprintln(stderr, "switchyard: "+why+".\n"+
+		"Run `switchyard serve` for the headless router with the same UI in a browser")
+	return exitError
+}
+
+// errGTK: GTK could not open the display (wails.Run panics so).
+var errGTK = errors.New("failed to init GTK")
+
+// runWails is wails.Run, with the panic of a GTK that can't open its
+// display (a display that is there but refuses this program: no X cookie,
+// after ssh or sudo) returned as errGTK rather than a goroutine trace. A
+// check of our own before Wails (gtk_init_check) said "refused" for a
+// working display in about one start in twenty; this is GTK's own answer,
+// from the one init Wails makes.
+func runWails(o *options.App) (err error) {
+	defer func() {
+		r := recover()
+		if e, ok := r.(error); ok && e.Error() == errGTK.Error() {
+			err = errGTK
+			return
+		}
+		if r != nil {
+			panic(r)
+		}
+	}()
+	return wails.Run(o)
+}
+
 // desktop runs the desktop app: the router and API in-process, and the UI
 // in a Wails window; closing the window stops both cleanly.
 func desktop(stderr io.Writer) int {
@@ -206,14 +236,8 @@ func desktop(stderr io.Writer) int {
 		fmt.Fprintln(stderr, "switchyard: this is the headless build, without the window: run `make run` for the desktop app, or `switchyard serve` for the same UI at http://127.0.0.1:8484/")
 		return exitUsage
 	}
-	why := displayProblem(os.Getenv)
-	if why == "" && !gtkOpens() {
-		why = fmt.Sprintf("the display (DISPLAY=%s WAYLAND_DISPLAY=%s) refused to open a window for this program", os.Getenv("DISPLAY"), os.Getenv("WAYLAND_DISPLAY"))
-	}
-	if why != "" {
-		fmt.Fprintln(stderr, "switchyard: "+why+".\n"+
-			"Run `switchyard serve` for the headless router with the same UI in a browser")
-		return exitError
+	if why := displayProblem(os.Getenv); why != "" {
+		return noWindow(stderr, why)
 	}
 	o := baseOptions(stderr)
 	o.Webview = true // the window's webview calls the API
@@ -233,7 +257,7 @@ func desktop(stderr io.Writer) int {
 	o.Logf("desktop app; API on %s", sys.URL())
 
 	ui, _ := fs.Sub(assets, "frontend/dist")
-	err = wails.Run(&options.App{
+	err = runWails(&options.App{
 		Title:            "Switchyard",
 		Width:            1280,
 		Height:           820,
@@ -248,6 +272,9 @@ func desktop(stderr io.Writer) int {
 	})
 	cancel()
 	runErr := <-done
+	if errors.Is(err, errGTK) {
+		return noWindow(stderr, fmt.Sprintf("the display (DISPLAY=%s WAYLAND_DISPLAY=%s) refused to open a window for this program", os.Getenv("DISPLAY"), os.Getenv("WAYLAND_DISPLAY")))
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "switchyard: %v\n", err)
 		return exitError
