@@ -102,7 +102,7 @@ func (s *Store) noteDamage(err error) error {
 	if errors.Is(err, ErrDamaged) || !errors.As(err, &se) || (se.Code()&0xff != sqlite3.SQLITE_CORRUPT && se.Code()&0xff != sqlite3.SQLITE_NOTADB) {
 		return err
 	}
-	err = fmt.Errorf("%w: %w: stop Switchyard, move it aside (mv %s %s.damaged) and start it again; it then makes a new one", ErrDamaged, err, s.path, s.path)
+	err = fmt.Errorf("%w (%w): stop Switchyard, move it aside (mv %s %s.damaged) and start it again; it then makes a new one", ErrDamaged, err, s.path, s.path)
 	s.healthMu.Lock()
 	first := s.damage == nil
 	if first {

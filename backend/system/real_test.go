@@ -417,6 +417,7 @@ func TestRealRequestFaultsLockNobodyOut(t *testing.T) {
 		// What only the server can judge comes back from it as a 500.
 		for i, bad := range []struct{ more, says string }{
 			{`,"template":"{{ .Foo"`, "template: :1: unclosed action"},
+			{`,"template":"{{ template \"x\" }}"`, "undefined template specified"},
 			{`,"context":[99999999]`, "detokenize error"},
 		} {
 			for _, stream := range []bool{true, false} {

@@ -340,10 +340,11 @@ func (s *System) modelSize(c fleet.Candidate) uint64 { return s.candidateConfig(
 // loadTime is a candidate's configured load time, zero when unknown.
 func (s *System) loadTime(c fleet.Candidate) time.Duration { return s.candidateConfig(c).LoadTime }
 
-// restore rebuilds breaker states and learned TTFTs from history.
+// restore rebuilds breaker states and learned TTFTs from history. A
+// damaged file is said once, by the history, with what to do.
 func (s *System) restore(ctx context.Context) {
 	last, err := s.store.LastBreakerStates(ctx)
-	if err != nil {
+	if err != nil && !errors.Is(err, history.ErrDamaged) {
 		s.o.Logf("restore breaker states: %v", err)
 	}
 	for _, t := range s.router.Fleet().Targets {
@@ -353,7 +354,9 @@ func (s *System) restore(ctx context.Context) {
 		}
 		ttfts, err := s.store.WarmTTFTs(ctx, id, deadline.DefaultWindow)
 		if err != nil {
-			s.o.Logf("learn TTFT of %s: %v", id, err)
+			if !errors.Is(err, history.ErrDamaged) {
+				s.o.Logf("learn TTFT of %s: %v", id, err)
+			}
 			continue
 		}
 		s.learner.Seed(id, ttfts)

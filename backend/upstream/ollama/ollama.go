@@ -100,8 +100,9 @@ func (b *Backend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Reques
 
 // callersFault marks as the request's (StatusError.Invalid) Ollama's 500s
 // about what the caller sent it to use as is: a template it could not
-// parse or run ("template: :1: unclosed action"), a context it could not
-// read ("detokenize error: ..."), seen with the real v0.33. Only when the
+// parse or run ("template: :1: unclosed action", "undefined template
+// specified"), a context it could not read ("detokenize error: ..."),
+// seen with the real v0.33. Only when the
 // request carried that field: the model's own template failing is the
 // server's.
 func callersFault(req *fleet.Request, err error) error {
@@ -112,7 +113,7 @@ func callersFault(req *fleet.Request, err error) error {
 	fields := req.RawFor(fleet.ProviderOllama)
 	_, hasTemplate := fields["template"]
 	_, hasContext := fields["context"]
-	se.Invalid = hasTemplate && strings.HasPrefix(se.Message, "template: ") || hasContext && strings.HasPrefix(se.Message, "detokenize error")
+	se.Invalid = hasTemplate && strings.Contains(se.Message, "template") || hasContext && strings.HasPrefix(se.Message, "detokenize error")
 	return err
 }
 
