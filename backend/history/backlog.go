@@ -161,6 +161,7 @@ func (s *Store) armRetry() {
 // Writer goroutine only.
 func (s *Store) retryWrites() {
 	s.w.retryArmed = false
+	s.roomFromWAL()
 	if !s.flush() {
 		s.w.pauses++
 		s.armRetry()
@@ -182,6 +183,21 @@ func (s *Store) retryWrites() {
 		s.cfg.logf("history: writing %s again; %d records that waited are written", s.path, s.w.flushed)
 	}
 	s.w.flushed = 0
+}
+
+// roomFromWAL copies the WAL into the file and cuts it to nothing before
+// a write is tried again after a full disk: the WAL holds what was
+// written until then, and a user who freed a few MB on a small disk saw
+// the WAL keep them, the history never coming back (8 to 10 MB freed,
+// 5.6 MB of WAL). A checkpoint that can't run now (no room for what it
+// copies, a reader in the way) is tried at the next retry. Writer
+// goroutine only.
+func (s *Store) roomFromWAL() {
+	var se *sqlite.Error
+	if s.w.ckpt.running || !errors.As(s.lastErr(), &se) || se.Code()&0xff != sqlite3.SQLITE_FULL {
+		return
+	}
+	s.w.ckpt.c.query("PRAGMA wal_checkpoint(TRUNCATE)")
 }
 
 // flush writes the backlog, oldest first, in batches, and reports whether

@@ -149,6 +149,45 @@ func TestBacklogDrainKeepsTheWALBounded(t *testing.T) {
 	}
 }
 
+// The first try after a full disk cuts the WAL to nothing, so that the
+// room a user freed goes to the records that wait, not to the WAL.
+func TestRetryAfterAFullDiskCutsTheWAL(t *testing.T) {
+	s, path := openTemp(t, Options{}, hooks{retryPause: time.Hour, noJournal: true})
+	for i := range 300 {
+		mustRecord(t, s, rec(fmt.Sprintf("before-%03d", i), t0))
+	}
+	undo := fullDisk(t, s)
+	// The last page has room for a few rows; then the disk is full.
+	n := 0
+	for ; n < 300 && !errors.Is(s.Record(context.Background(), rec(fmt.Sprintf("during-%03d", n), t0)), ErrNotDurable); n++ {
+	}
+	n++
+	if h := s.Health(); h.Pending == 0 {
+		t.Fatalf("Health() on a full disk = %+v; want records waiting", h)
+	}
+	walSize := func() int64 {
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := walSize()
+	undo()
+	if err := s.do(context.Background(), func() error { s.retryWrites(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if h := s.Health(); h.Err != nil || h.Pending != 0 {
+		t.Fatalf("Health() after the retry = %+v; want all written", h)
+	}
+	if after := walSize(); after > before/4 {
+		t.Errorf("WAL %d bytes after the retry, %d before; want it cut, the waiting records only", after, before)
+	}
+	if got := count(t, s, "requests"); got != 300+n {
+		t.Errorf("%d requests; want %d", got, 300+n)
+	}
+}
+
 // The backlog is bounded: past it the oldest records are lost, and counted.
 func TestBacklogIsBounded(t *testing.T) {
 	s, _ := openTemp(t, Options{}, hooks{retryPause: time.Hour, maxBacklog: 10, moveAt: -1, moveDelay: -1, noJournal: true})
