@@ -150,6 +150,23 @@ func (tw *watch) nextRejected(t *testing.T) error {
 	return err
 }
 
+// wantApplied checks that the next call is Apply with priority want.
+func (tw *watch) wantApplied(t *testing.T, want int) {
+	t.Helper()
+	if got := priority(tw.nextApplied(t)); got != want {
+		t.Errorf("applied priority %d; want %d", got, want)
+	}
+}
+
+// relink points the link at link to target.
+func relink(t *testing.T, link, target string) {
+	t.Helper()
+	os.Remove(link)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // noMoreCalls ends the settle waits still pending, stops the Watcher, so
 // that no callback can still come, and checks that none came.
 func (tw *watch) noMoreCalls(t *testing.T) {
@@ -246,32 +263,21 @@ func TestWatcherFollowsALink(t *testing.T) {
 	tw := startWatch(t, &Watcher{Path: path})
 
 	writeFile(t, target, version(2))
-	if got := priority(tw.nextApplied(t)); got != 2 {
-		t.Errorf("applied priority %d; want 2", got)
-	}
+	tw.wantApplied(t, 2)
 	// Saved the atomic way, where the file is.
 	tmp := filepath.Join(dots, ".switchyard.yaml.swp")
 	writeFile(t, tmp, version(3))
 	if err := os.Rename(tmp, target); err != nil {
 		t.Fatal(err)
 	}
-	if got := priority(tw.nextApplied(t)); got != 3 {
-		t.Errorf("applied priority %d; want 3", got)
-	}
+	tw.wantApplied(t, 3)
 	// The link pointed at another file, then that file edited.
 	other := filepath.Join(t.TempDir(), "other.yaml")
 	writeFile(t, other, version(4))
-	os.Remove(path)
-	if err := os.Symlink(other, path); err != nil {
-		t.Fatal(err)
-	}
-	if got := priority(tw.nextApplied(t)); got != 4 {
-		t.Errorf("applied priority %d; want 4", got)
-	}
+	relink(t, path, other)
+	tw.wantApplied(t, 4)
 	writeFile(t, other, version(5))
-	if got := priority(tw.nextApplied(t)); got != 5 {
-		t.Errorf("applied priority %d; want 5", got)
-	}
+	tw.wantApplied(t, 5)
 	tw.noMoreCalls(t)
 }
 
@@ -286,22 +292,13 @@ func TestWatcherFollowsAChainOfLinks(t *testing.T) {
 	}
 	tw := startWatch(t, &Watcher{Path: path})
 	writeFile(t, final, version(2))
-	if got := priority(tw.nextApplied(t)); got != 2 {
-		t.Errorf("applied priority %d; want 2", got)
-	}
+	tw.wantApplied(t, 2)
 	other := filepath.Join(e, "other.yaml")
 	writeFile(t, other, version(3))
-	os.Remove(mid)
-	if err := os.Symlink(other, mid); err != nil {
-		t.Fatal(err)
-	}
-	if got := priority(tw.nextApplied(t)); got != 3 {
-		t.Errorf("applied priority %d; want 3", got)
-	}
+	relink(t, mid, other)
+	tw.wantApplied(t, 3)
 	writeFile(t, other, version(4))
-	if got := priority(tw.nextApplied(t)); got != 4 {
-		t.Errorf("applied priority %d; want 4", got)
-	}
+	tw.wantApplied(t, 4)
 	tw.noMoreCalls(t)
 }
 
@@ -319,13 +316,9 @@ func TestWatcherDirectoryRemovedAndBack(t *testing.T) {
 	tw.nextRejected(t) // the file is gone
 	os.Mkdir(dir, 0o755)
 	writeFile(t, path, version(5))
-	if got := priority(tw.nextApplied(t)); got != 5 {
-		t.Errorf("applied priority %d; want 5", got)
-	}
+	tw.wantApplied(t, 5)
 	writeFile(t, path, version(6))
-	if got := priority(tw.nextApplied(t)); got != 6 {
-		t.Errorf("applied priority %d; want 6", got)
-	}
+	tw.wantApplied(t, 6)
 	tw.noMoreCalls(t)
 }
 
