@@ -31,10 +31,7 @@ type CheckResult struct {
 	Answered, OK, Refused bool
 	Detail                string // what answered, or why not
 	Err                   error  // why it did not answer; nil when it did
-	// KeyUnset names the api_key_env that holds nothing: the request
-	// went without a key.
-	KeyUnset string
-	Took     time.Duration
+	Took                  time.Duration
 }
 
 // CheckReport is what `switchyard check` prints.
@@ -98,7 +95,6 @@ func Check(ctx context.Context, o Options) (CheckReport, error) {
 		}
 		r := checkCandidate(ctx, ol, oa, c)
 		if env := cfg.Chat.Candidates[i].APIKeyEnv; env != "" && c.APIKey == "" {
-			r.KeyUnset = env
 			r.Detail = fmt.Sprintf("api_key_env: $%s is empty or unset, so no key was sent; %s", env, r.Detail)
 		}
 		rep.Results = append(rep.Results, r)
