@@ -444,6 +444,36 @@ describe('ChatScreen while the answer waits for its first token', () => {
   });
 });
 
+describe("ChatScreen's model picker", () => {
+  const cand = (id: string): CandidateStatus =>
+    ({ id, enabled: true, embed_only: false, supports_thinking: false, unreachable: '', config_error: '', breaker: { state: 'closed' } }) as unknown as CandidateStatus;
+  const fleet = (...ids: string[]) => ({ demo: false, default_model: ids[0], deep_thinking_model: '', candidates: ids.map(cand) }) as unknown as Status;
+
+  it('follows a reload that renames a candidate, and a chosen id that is gone falls back to auto', async () => {
+    let served = ['fake', 'other'];
+    const models = vi.fn(() => Promise.resolve({ object: 'list', data: served.map((id) => ({ id })) }));
+    const client = { models } as unknown as Client;
+    const live = new LiveStore(client);
+    await act(() => live.apply({ type: 'status', data: fleet('fake', 'other') }, 0));
+    localStorage.setItem('switchyard.chat.model', 'fake');
+    await show(<ChatScreen client={client} live={live} session={new ChatSession(client, live, null)} />);
+    await settle();
+    const picker = () => root.querySelector('[data-testid=model-select]') as HTMLSelectElement;
+    const options = () => [...picker().options].map((o) => o.value);
+    expect(options()).toEqual(['auto', 'fake', 'other']);
+    expect(picker().value).toBe('fake');
+
+    // The same number of candidates, one of them renamed.
+    served = ['fake-renamed', 'other'];
+    await act(() => live.apply({ type: 'status', data: fleet('fake-renamed', 'other') }, 1));
+    await settle();
+    expect(models).toHaveBeenCalledTimes(2);
+    expect(options()).toEqual(['auto', 'fake-renamed', 'other']);
+    expect(picker().value).toBe('auto');
+    localStorage.removeItem('switchyard.chat.model');
+  });
+});
+
 describe('GpuPanel', () => {
   const dev = (index: number, usedGiB: number) => ({
     index, name: `Simulated GPU ${index} (24 GiB)`, uuid: `GPU-simulated-${index}`,

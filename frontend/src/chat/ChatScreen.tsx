@@ -45,8 +45,10 @@ export function ChatScreen({ client, live, session }: Props) {
   const scroller = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
 
-  // What /v1/models serves, again when the fleet changes size.
-  const [list] = useAsync((signal) => client.models(signal), [client, status?.candidates?.length]);
+  // What /v1/models serves, again when a reload changes the fleet's ids
+  // (a rename keeps its size), so that a removed id is no longer offered.
+  const fleetIds = status?.candidates?.map((c) => c.id).join('\n');
+  const [list] = useAsync((signal) => client.models(signal), [client, fleetIds]);
   const served = useMemo(() => (list.state === 'error' ? [] : (list.value?.data.map((d) => d.id) ?? [])), [list]);
 
   useEffect(() => input.current?.focus(), []);
