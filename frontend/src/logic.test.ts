@@ -3,7 +3,7 @@ import { describeEvent } from './activity';
 import { failoverSummary, firstTokenTime, rawErrors } from './chat/failover';
 import { modelOptions } from './chat/models';
 import { failoverColumns, ttftColumns } from './history/chartData';
-import { NO_FILTERS, matches, mergeNewest, toQuery } from './history/filters';
+import { NO_FILTERS, matches, mergeInOrder, toQuery } from './history/filters';
 import { listenWords } from './listen';
 import { parseRoute, routeHash } from './route';
 import type { Attempt, CandidateStatus, RequestRecord, Status } from './types';
@@ -219,11 +219,22 @@ describe('history filters', () => {
     expect(matches(r, { ...NO_FILTERS, fallback: 'no' })).toBe(false);
     expect(matches(r, { ...NO_FILTERS, served: 'a' })).toBe(false);
     expect(matches(r, { ...NO_FILTERS, status: 'ok', fallback: 'yes', served: 'b' })).toBe(true);
-    const rows = mergeNewest([req({ id: 'r1' }), req({ id: 'r2', status: 'error' })], r);
+    const rows = mergeInOrder([req({ id: 'r1' }), req({ id: 'r2', status: 'error' })], r);
     expect(rows.map((x) => [x.id, x.status])).toEqual([
       ['r2', 'ok'],
       ['r1', 'ok'],
     ]);
+  });
+
+  it('puts a request that ends after later ones below them, newest start first', () => {
+    const at = (id: string, t: string) => req({ id, started_at: `2026-01-01T00:00:${t}Z` });
+    const rows = [at('r3', '09.5'), at('r2', '09.5'), at('r1', '05')];
+    // r0 started first and ended last (a long answer); r4 started before r3 and r2.
+    expect(mergeInOrder(rows, at('r0', '04.999')).map((x) => x.id)).toEqual(['r3', 'r2', 'r1', 'r0']);
+    expect(mergeInOrder(rows, at('r4', '09')).map((x) => x.id)).toEqual(['r3', 'r2', 'r4', 'r1']);
+    // The same start: by id, as the server breaks ties.
+    expect(mergeInOrder(rows, at('r25', '09.5')).map((x) => x.id)).toEqual(['r3', 'r25', 'r2', 'r1']);
+    expect(mergeInOrder(rows, at('r9', '10')).map((x) => x.id)).toEqual(['r9', 'r3', 'r2', 'r1']);
   });
 });
 

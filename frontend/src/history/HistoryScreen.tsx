@@ -5,7 +5,7 @@ import type { LiveStore } from '../store';
 import { Empty, ErrorBox, Loading } from '../ui/States';
 import type { RequestRecord } from '../types';
 import { Charts } from './Charts';
-import { NO_FILTERS, PAGE, STATUSES, TIME_RANGES, matches, mergeNewest, toQuery, type Filters } from './filters';
+import { NO_FILTERS, PAGE, STATUSES, TIME_RANGES, matches, mergeInOrder, toQuery, type Filters } from './filters';
 import { RequestsTable } from './RequestsTable';
 import { Timeline } from './Timeline';
 
@@ -70,7 +70,7 @@ export function HistoryScreen({ client, live, selected, onSelect }: Props) {
   useEffect(
     () =>
       live.onRequestDone((r) => {
-        if (matches(r, filters)) update((p) => ({ ...p, rows: mergeNewest(p.rows, r) }));
+        if (matches(r, filters)) update((p) => ({ ...p, rows: mergeInOrder(p.rows, r) }));
         const now = Date.now();
         if (now - lastChartBump.current > 10000) {
           lastChartBump.current = now;

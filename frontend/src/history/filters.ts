@@ -56,7 +56,22 @@ export function matches(r: RequestRecord, f: Filters): boolean {
   return true;
 }
 
-/** mergeNewest puts r at the top of rows, replacing an older copy of it. */
-export function mergeNewest(rows: RequestRecord[], r: RequestRecord, max = 500): RequestRecord[] {
-  return [r, ...rows.filter((x) => x.id !== r.id)].slice(0, max);
+/** Whether a comes before b in the list: newest first, as the server orders (start, then id). */
+function listedBefore(a: RequestRecord, b: RequestRecord): boolean {
+  const ta = Date.parse(a.started_at);
+  const tb = Date.parse(b.started_at);
+  return ta !== tb ? ta > tb : a.id > b.id;
+}
+
+/**
+ * mergeInOrder puts a finished request in its place among rows, newest
+ * first by when it started, replacing an older copy of it: a long answer
+ * ends after requests that started later, and goes below them.
+ */
+export function mergeInOrder(rows: RequestRecord[], r: RequestRecord, max = 500): RequestRecord[] {
+  const rest = rows.filter((x) => x.id !== r.id);
+  const at = rest.findIndex((x) => listedBefore(r, x));
+  if (at < 0) rest.push(r);
+  else rest.splice(at, 0, r);
+  return rest.slice(0, max);
 }
