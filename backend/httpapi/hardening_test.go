@@ -117,8 +117,8 @@ func TestBrowserDefenses(t *testing.T) {
 			t.Errorf("%s = %q; want %q", k, got, v)
 		}
 	}
-	if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") {
-		t.Errorf("Content-Security-Policy = %q; want frame-ancestors 'none'", csp)
+	if csp := w.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "img-src 'self' data:") {
+		t.Errorf("Content-Security-Policy = %q; want frame-ancestors 'none' and img-src 'self' data:", csp)
 	}
 	for _, tt := range []struct {
 		name, method, path, body string

