@@ -142,6 +142,32 @@ describe('HistoryScreen', () => {
     for (const s of signals) expect(s!.aborted).toBe(true);
   });
 
+  it('brings a request opened from a link into sight, once, when its row has come', async () => {
+    const f = fakeClient();
+    const live = new LiveStore(f.client);
+    const scrolled: string[] = [];
+    const had = Element.prototype.scrollIntoView;
+    Element.prototype.scrollIntoView = function (this: Element) {
+      scrolled.push(this.getAttribute('data-request-id') ?? this.className);
+    };
+    try {
+      await show(<HistoryScreen client={f.client} live={live} selected="r30" onSelect={() => {}} />);
+      await settle();
+      expect(scrolled).toEqual([]);
+      await act(async () => f.requests.calls[0]!.resolve(Array.from({ length: 50 }, (_, i) => rec({ id: `r${i}`, status: 'ok' }))));
+      await settle();
+      // The timeline under the row, then the row itself, as little as needed.
+      expect(scrolled).toEqual(['detail-row', 'r30']);
+      // A live update re-renders the list: the reader's scrolling is left alone.
+      await act(() => live.apply({ type: 'request_done', data: { request_id: 'r99', request: rec({ id: 'r99', status: 'ok' }) } } as LiveEvent, 1));
+      await settle();
+      expect(root.querySelectorAll('[data-testid=history-row]')).toHaveLength(51);
+      expect(scrolled).toHaveLength(2);
+    } finally {
+      Element.prototype.scrollIntoView = had;
+    }
+  });
+
   it('a change of filters aborts the older page on its way', async () => {
     const f = fakeClient();
     const live = new LiveStore(f.client);

@@ -1,5 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { Fragment } from 'preact';
+import { useLayoutEffect, useRef } from 'preact/hooks';
 import { formatDateTime, formatMs, formatTokens, humanStatus } from '../format';
 import { Badge } from '../ui/Badge';
 import type { RequestRecord } from '../types';
@@ -14,8 +15,21 @@ interface Props {
 }
 
 export function RequestsTable({ rows, selected, onOpen, detail }: Props) {
+  const wrap = useRef<HTMLDivElement>(null);
+  // A request opened from elsewhere (a link to #/history/<id>, the chat's
+  // Timeline) may be far down the list: bring it into sight, once per
+  // opening, and no more than needed when it is in sight already.
+  const shown = useRef<string | null>(null);
+  useLayoutEffect(() => {
+    if (selected === shown.current) return;
+    const row = selected ? wrap.current?.querySelector(`tr[data-request-id="${CSS.escape(selected)}"]`) : null;
+    if (selected && !row) return; // not loaded yet: when it comes
+    shown.current = selected;
+    row?.nextElementSibling?.scrollIntoView?.({ block: 'nearest' });
+    row?.scrollIntoView?.({ block: 'nearest' });
+  });
   return (
-    <div class="table-wrap">
+    <div class="table-wrap" ref={wrap}>
       <table class="table requests-table">
         <caption class="sr-only">Requests, newest first. Open one to see its attempt timeline.</caption>
         <thead>
