@@ -470,6 +470,37 @@ describe('ChatScreen while the answer waits for its first token', () => {
   });
 });
 
+describe('ChatScreen while a failed-over answer streams', () => {
+  it('gives the failover its reasons from the live events, before the record comes', async () => {
+    let h: { onOpen(i: unknown): void; onContent(c: string): void } | null = null;
+    const client = {
+      models: () => Promise.resolve({ object: 'list', data: [] }),
+      requestWhenRecorded: () => new Promise(() => {}),
+      chat: (_req: unknown, _signal: AbortSignal, handlers: typeof h) => {
+        h = handlers;
+        return new Promise(() => {});
+      },
+    } as unknown as Client;
+    const live = new LiveStore(client);
+    const session = new ChatSession(client, live, null);
+    await show(<ChatScreen client={client} live={live} session={session} />);
+    await act(() => void session.send('Hello', 'auto', false));
+    const event = (e: LiveEvent) => act(() => live.apply(e, Date.now()));
+    await event({ type: 'request_started', data: { request_id: 'mine' } });
+    await event({ type: 'attempt', data: { request_id: 'mine', attempt: att({ candidate: 'qwen3-8b', order: 0, outcome: 'error', fault: 'server', error: 'upstream HTTP 503: busy' }) } });
+    await event({ type: 'commit', data: { request_id: 'mine', attempt: att({ candidate: 'llama3.2-3b', order: 1, outcome: 'success' }) } });
+    await act(() => {
+      h!.onOpen({ requestId: 'mine', servedModel: 'llama3.2-3b', fallback: true });
+      h!.onContent('llama3.2-3b here');
+    });
+    const notice = root.querySelector('[data-testid=failover-notice]')!;
+    expect(notice.querySelector('summary')!.textContent).toBe('↪ qwen3-8b: upstream HTTP 503: busy → served by llama3.2-3b');
+    expect(root.querySelector('[data-testid=failover-raw]')!.textContent).toBe('qwen3-8b: upstream HTTP 503: busy');
+    session.stop();
+    await settle();
+  });
+});
+
 describe("ChatScreen's model picker", () => {
   const cand = (id: string): CandidateStatus =>
     ({ id, enabled: true, embed_only: false, supports_thinking: false, unreachable: '', config_error: '', breaker: { state: 'closed' } }) as unknown as CandidateStatus;

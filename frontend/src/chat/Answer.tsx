@@ -3,7 +3,7 @@ import type { Progress } from '../inflight';
 import { CopyButton } from '../ui/CopyButton';
 import { Markdown } from '../ui/Markdown';
 import type { Attempt, RequestRecord } from '../types';
-import { attemptReason, failedAttempts, failoverSummary, firstTokenTime, rawErrors } from './failover';
+import { attemptReason, failedAttempts, failoverLine, failoverSummary, firstTokenTime, rawErrors, rawErrorsOf } from './failover';
 import type { AnswerTurn } from './session';
 import { Waiting } from './Waiting';
 
@@ -79,7 +79,7 @@ export function Answer({ turn, progress = null, now = Date.now() }: Props) {
               {ttft.text}
             </span>
           )}
-          {fallback && <FailoverNotice record={record} served={served} />}
+          {fallback && <FailoverNotice record={record} served={served} failed={progress?.failed ?? []} />}
           <span class="meta-actions">
             {requestId && !live && (
               <a href={`#/history/${encodeURIComponent(requestId)}`} class="link small">
@@ -129,14 +129,16 @@ function FailureWords({ error, record, progress }: { error: string; record: Requ
 
 /**
  * FailoverNotice says why another model answered, in plain words; the
- * attempts' raw errors are inside, for those who open it.
+ * attempts' raw errors are inside, for those who open it. Before the
+ * request's record comes (while the answer streams) the words come from
+ * the attempts the live events told.
  */
-function FailoverNotice({ record, served }: { record: RequestRecord | null; served: string }) {
-  const raw = record ? rawErrors(record) : [];
+function FailoverNotice({ record, served, failed }: { record: RequestRecord | null; served: string; failed: Attempt[] }) {
+  const raw = record ? rawErrors(record) : rawErrorsOf(failed);
   const line = (
     <>
       <span aria-hidden="true">↪ </span>
-      {record ? failoverSummary(record) : `Failover — served by ${served}`}
+      {record ? failoverSummary(record) : failed.length ? failoverLine(failed, served) : `Failover — served by ${served}`}
     </>
   );
   if (raw.length === 0) {

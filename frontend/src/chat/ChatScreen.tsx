@@ -69,11 +69,12 @@ export function ChatScreen({ client, live, session }: Props) {
 
   // The answer waiting for its first token counts down its candidate's deadline.
   const now = useNow(250, session.busy);
-  // A failed answer whose record is not there yet lists the attempts the events told.
+  // An answer whose record is not there yet (a failure, a failover while it
+  // streams) tells the attempts the events told.
   const progressOf = (t: AnswerTurn) => {
     const id = t.route?.requestId;
     if (t.phase === 'waiting') return (id ? live.inflight.get(id) : live.inflight.startedAfter(t.liveMark)) ?? null;
-    if (t.phase === 'failed' && !t.record && id) return live.inflight.get(id) ?? null;
+    if (!t.record && id) return live.inflight.get(id) ?? null;
     return null;
   };
   // The record may have come with the live events before the session fetched it.

@@ -37,16 +37,28 @@ export function failedAttempts(r: RequestRecord): Attempt[] {
  * llama3-vllm"; several reasons are joined with "; ".
  */
 export function failoverSummary(r: RequestRecord): string {
-  const reasons = failedAttempts(r).map(attemptReason);
-  const served = r.served_candidate ? `served by ${r.served_candidate}` : 'no candidate served';
+  return failoverLine(failedAttempts(r), r.served_candidate);
+}
+
+/**
+ * failoverLine is failoverSummary from the attempts that failed and the
+ * candidate that serves: while an answer streams, the live events have told
+ * both before the request's record comes.
+ */
+export function failoverLine(failed: Attempt[], servedCandidate: string): string {
+  const reasons = failed.map(attemptReason);
+  const served = servedCandidate ? `served by ${servedCandidate}` : 'no candidate served';
   return reasons.length ? `${reasons.join('; ')} → ${served}` : served;
 }
 
 /** rawErrors are the failed attempts' own error texts, for those who open the notice: "qwen3-8b: upstream HTTP 503: busy". */
 export function rawErrors(r: RequestRecord): string[] {
-  return failedAttempts(r)
-    .filter((a) => a.error)
-    .map((a) => `${a.candidate}: ${a.error}`);
+  return rawErrorsOf(failedAttempts(r));
+}
+
+/** rawErrorsOf is rawErrors of attempts that failed. */
+export function rawErrorsOf(failed: Attempt[]): string[] {
+  return failed.filter((a) => a.error).map((a) => `${a.candidate}: ${a.error}`);
 }
 
 /** The time to first token as the answer's footer shows it: a short text and the words on hover. */
