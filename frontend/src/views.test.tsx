@@ -362,6 +362,10 @@ describe('CandidateCard', () => {
     expect(root.textContent).not.toContain('ceiling');
     await show(<CandidateCard c={c} receivedAt={0} now={0} isDefault={false} isDeep={false} learnAfter={20} />);
     expect(root.textContent).toContain('ceiling');
+    // A cold model's deadline adds its load to the ceiling: it is not the ceiling.
+    await show(<CandidateCard c={{ ...c, cold: true, deadline_ms: 75000 }} receivedAt={0} now={0} isDefault={false} isDeep={false} learnAfter={20} />);
+    expect(root.querySelector('[data-testid=deadline-qwen3-8b]')!.textContent).toBe('1m 15s with a model load');
+    expect(root.textContent).not.toContain('ceiling');
   });
 
   it('a server that does not answer, or lacks its model, is not "healthy"', async () => {

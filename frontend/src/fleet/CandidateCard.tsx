@@ -130,11 +130,23 @@ export function CandidateCard({ c, receivedAt, now, isDefault, isDeep, learnAfte
             )}
           </dd>
         </div>
-        <div>
+        <div
+          title={
+            c.cold
+              ? 'Its model is not loaded: the deadline adds the time a load takes (learned from its loads, else 60s) to the first-token deadline.'
+              : !ttft || ttft.n < learnAfter
+                ? `Too few answers to learn from yet (${learnAfter} needed): the deadline is the ceiling, first_token_timeout.`
+                : 'Learned from its recent times to first token.'
+          }
+        >
           <dt>First-token deadline</dt>
-          <dd class="mono">
+          <dd class="mono" data-testid={`deadline-${c.id}`}>
             {formatMs(c.deadline_ms)}
-            {(!ttft || ttft.n < learnAfter) && <span class="muted small"> ceiling</span>}
+            {c.cold ? (
+              <span class="muted small"> with a model load</span>
+            ) : (
+              (!ttft || ttft.n < learnAfter) && <span class="muted small"> ceiling</span>
+            )}
           </dd>
         </div>
         <div title={fact.hint} data-testid={`breaker-fact-${c.id}`}>
