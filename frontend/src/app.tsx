@@ -58,11 +58,12 @@ export function App() {
     if (live.conn.kind === 'unauthorized') setNeedToken(true);
   }, [live.conn]);
 
-  // Alt+1…4 switch screens from anywhere.
+  // Alt+1…4 (Alt+5 in a team) switch screens from anywhere.
+  const inTeam = Boolean(live.status?.team);
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       if (!e.altKey || e.ctrlKey || e.metaKey) return;
-      const s = SCREENS.find((x) => x.key === e.key);
+      const s = SCREENS.find((x) => x.key === e.key && (x.id !== 'team' || inTeam));
       if (s) {
         e.preventDefault();
         go({ screen: s.id, arg: null });
@@ -70,7 +71,7 @@ export function App() {
     };
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
-  }, []);
+  }, [inTeam]);
 
   useEffect(() => {
     const s = SCREENS.find((x) => x.id === route.screen);

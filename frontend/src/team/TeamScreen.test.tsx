@@ -78,6 +78,17 @@ describe('TeamScreen', () => {
     expect(asked).toEqual(['', 'a']);
   });
 
+  it('on a node that is not in a team, says how to join one and asks nothing', async () => {
+    let asked = 0;
+    const client = { team: () => (asked++, new Promise(() => {})) } as unknown as Client;
+    const live = new LiveStore(client);
+    live.apply({ type: 'status', data: { candidates: [] } as unknown as Status }, 0);
+    await act(() => render(<TeamScreen client={client} live={live} />, root));
+    expect(asked).toBe(0);
+    expect(root.querySelector('.state-empty')!.textContent).toMatch(/^This Switchyard is not in a team.*team\.database_env/);
+    expect(root.querySelector('.state-error')).toBeNull();
+  });
+
   it('mutes a failing report that no longer counts', () => {
     const r = doc.servers[0]!.reports[1]!;
     expect(reportTone(r)).toBe('bad');

@@ -36,7 +36,9 @@ export function reportTone(r: TeamReport): BadgeTone {
  */
 export function TeamScreen({ client, live }: Props) {
   useObservable(live);
-  const [res, reload] = useAsync((signal) => client.team(signal), [client, live.status]);
+  // A node that is not in a team (the status says so) has nothing to fetch.
+  const solo = live.status !== null && !live.status.team;
+  const [res, reload] = useAsync((signal) => (solo ? Promise.resolve(null) : client.team(signal)), [client, live.status, solo]);
   const doc = res.value;
   return (
     <section class="screen team-screen" aria-labelledby="team-title">
@@ -44,7 +46,13 @@ export function TeamScreen({ client, live }: Props) {
         <h1 id="team-title">Team</h1>
         <span class="muted small">Evidence only: every routing decision stays this node's own.</span>
       </header>
-      {res.state === 'loading' && !doc ? (
+      {solo ? (
+        <Empty title="This Switchyard is not in a team">
+          Several Switchyards in front of the same servers can share what they see through one PostgreSQL database: set{' '}
+          <code>team.database_env</code> in the config to the name of an environment variable that holds its connection string, and
+          restart.
+        </Empty>
+      ) : res.state === 'loading' && !doc ? (
         <Loading what="the team" />
       ) : res.state === 'error' && !doc ? (
         <ErrorBox title="Could not load the team" message={res.error.message} onRetry={reload} />
