@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/config"
@@ -132,7 +133,7 @@ func checkCandidate(ctx context.Context, ol *ollama.Backend, oa *openai.Backend,
 	case err != nil:
 		r.Detail = err.Error()
 	case !slices.ContainsFunc(models, func(m string) bool { return fleet.SameModel(m, c.Model) }):
-		r.Detail = fmt.Sprintf("the server answers but does not serve model %q (it lists %d others)", c.Model, len(models))
+		r.Detail = fmt.Sprintf("the server answers but does not serve model %q (%s)", c.Model, listsModels(models))
 	default:
 		r.OK = true
 		r.Detail = fmt.Sprintf("serves %s", c.Model)
@@ -158,4 +159,18 @@ func checkTeam(ctx context.Context, cfg config.Config, getenv func(string) strin
 	}
 	tc.Found, tc.Err = team.Probe(ctx, url, 5*time.Second)
 	return tc
+}
+
+// listsModels names the first models a server lists, for a reader looking
+// for the name they meant: "it lists llama3.2:1b, qwen3:8b and 4 more".
+func listsModels(models []string) string {
+	const shown = 3
+	switch n := len(models); {
+	case n == 0:
+		return "it lists none"
+	case n <= shown:
+		return "it lists " + strings.Join(models, ", ")
+	default:
+		return fmt.Sprintf("it lists %s and %d more", strings.Join(models[:shown], ", "), n-shown)
+	}
 }

@@ -78,7 +78,7 @@ func TestDeadServersAreSaid(t *testing.T) {
 	lines := sys.CandidateLines(t.Context())
 	want := []string{
 		fmt.Sprintf("candidate gone (ollama http://%s, model qwen3:8b): unreachable (connection refused)", dead),
-		fmt.Sprintf("candidate nomodel (ollama %s, model llama3.2:3b): model not found: the server answers but does not serve model \"llama3.2:3b\" (it lists 1 others)", f.Server("up").URL()),
+		fmt.Sprintf("candidate nomodel (ollama %s, model llama3.2:3b): model not found: the server answers but does not serve model \"llama3.2:3b\" (it lists qwen3:8b)", f.Server("up").URL()),
 		fmt.Sprintf("candidate up (ollama %s, model qwen3:8b): answers and serves its model", f.Server("up").URL()),
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
@@ -241,5 +241,21 @@ func TestDemoStandInSaysWhatAConfigNeeds(t *testing.T) {
 	}
 	if y := demo.Config().YAML; !strings.HasPrefix(y, "# generated: the demo fleet, with the other settings of "+cfg+"\n") || !strings.Contains(y, "open_duration: 1m") {
 		t.Errorf("demo config YAML:\n%s\nwant the demo fleet with %s's settings", y, cfg)
+	}
+}
+
+func TestListsModels(t *testing.T) {
+	for _, tt := range []struct {
+		models []string
+		want   string
+	}{
+		{nil, "it lists none"},
+		{[]string{"a"}, "it lists a"},
+		{[]string{"a", "b", "c"}, "it lists a, b, c"},
+		{[]string{"a", "b", "c", "d", "e"}, "it lists a, b, c and 2 more"},
+	} {
+		if got := listsModels(tt.models); got != tt.want {
+			t.Errorf("listsModels(%q) = %q; want %q", tt.models, got, tt.want)
+		}
 	}
 }
