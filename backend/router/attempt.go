@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"sync/atomic"
 	"time"
@@ -217,6 +218,20 @@ func (a *attempt) stopDeadline() bool {
 	return won
 }
 
+// What an attempt may hold before its first token: the events the commit
+// replays to the caller. A server's preface (a role, usage, llama.cpp's
+// prompt progress) is a few events; one that sends events and no token
+// beyond these is not making an answer, and would otherwise fill memory
+// until the deadline ended it (gigabytes in seconds over loopback).
+const (
+	prefaceEvents = 4096
+	prefaceBytes  = 4 << 20
+)
+
+// errPreface ends an attempt whose server sent more than the preface
+// allows before a first token: a server fault, like a malformed stream.
+var errPreface = fmt.Errorf("upstream sent more than %d events or %d MiB before a first token", prefaceEvents, prefaceBytes>>20)
+
 // probe opens the upstream stream and buffers its events until the first
 // token. It returns nil when the last buffered chunk is a first token.
 func (a *attempt) probe(req *fleet.Request) error {
@@ -225,6 +240,7 @@ func (a *attempt) probe(req *fleet.Request) error {
 		return err
 	}
 	a.stream = s
+	held := 0
 	for {
 		ch, err := s.Recv()
 		if err != nil {
@@ -232,6 +248,9 @@ func (a *attempt) probe(req *fleet.Request) error {
 				return fleet.ErrNoContent
 			}
 			return err
+		}
+		if held += len(ch.Raw); held > prefaceBytes || len(a.buf) == prefaceEvents {
+			return errPreface
 		}
 		// A chunk's Raw is the stream's buffer until the next Recv.
 		ch.Raw = bytes.Clone(ch.Raw)

@@ -1,9 +1,11 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -642,4 +644,35 @@ func TestSlowCallerIsNotTheUpstreamsStall(t *testing.T) {
 			t.Errorf("got %q before the stall; want xy", got)
 		}
 	})
+}
+
+// An upstream that sends events without a first token is cut once they
+// pass the preface's bounds, rather than held until the deadline: events
+// or bytes, whichever comes first. The next candidate answers.
+func TestPrefaceIsBounded(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	for name, flood := range map[string]step{
+		"events": role(),
+		"bytes":  {chunk: fleet.Chunk{Role: "assistant", Raw: big}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				steps := slices.Repeat([]step{flood}, prefaceEvents+1)
+				f := newFake(map[string]script{"a": {steps: append(steps, tok("late"))}, "b": answer("B")})
+				rec := &memRecorder{}
+				r := New(testFleet(f, Settings{FirstTokenTimeout: time.Minute}), Deps{Recorder: rec})
+				s, err := r.Stream(t.Context(), &fleet.Request{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := drain(s); got != "B" {
+					t.Errorf("answer %q; want b's", got)
+				}
+				a := rec.last().Attempts[0]
+				if a.Candidate != "a" || a.Fault != fleet.FaultServer || !strings.Contains(a.Error, "before a first token") {
+					t.Errorf("a's attempt = %+v; want a server fault for its preface", a)
+				}
+			})
+		})
+	}
 }
