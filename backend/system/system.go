@@ -112,6 +112,10 @@ type System struct {
 	demoGPUs *simfleet.GPUs // the demo machine's simulated GPUs, nil out of demo mode
 	ln       net.Listener
 	httpSrv  *http.Server
+	// serving counts the handlers running, so that a shutdown that closes
+	// connections still lets their requests be recorded before the
+	// history closes.
+	serving sync.WaitGroup
 	// listenTaken is the address that was wanted and taken (PortFallback),
 	// "" when the API listens where it was asked to.
 	listenTaken string
@@ -272,6 +276,12 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		Version: o.Version,
 	})
 	s.httpSrv = s.api.HTTPServer()
+	api := s.httpSrv.Handler
+	s.httpSrv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.serving.Add(1)
+		defer s.serving.Done()
+		api.ServeHTTP(w, r)
+	})
 	base, stop := context.WithCancelCause(context.Background())
 	// Requests cut by the shutdown are recorded as such, not as callers
 	// that went away.
@@ -442,8 +452,10 @@ func (s *System) Source() Source {
 func (s *System) Demo() *simfleet.Fleet { return s.demo }
 
 // Run serves until ctx is done, then shuts down: in-flight streams get
-// ShutdownGrace to finish, then are ended with an error event; the history
-// is flushed. It watches the config file while it runs.
+// ShutdownGrace to finish, then are ended with an error event, and the
+// connections of callers that do not read it are closed (at most 5 s
+// later); the history is flushed. It watches the config file while it
+// runs.
 func (s *System) Run(ctx context.Context) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -501,11 +513,22 @@ func (s *System) shutdown() error {
 		// Streams still running: cancelling their context ends each with
 		// an error event in its protocol, then the connections close.
 		s.baseStop()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), min(5*time.Second, s.o.ShutdownGrace/2))
 		defer cancel()
-		err = s.httpSrv.Shutdown(ctx)
-		if err != nil {
-			s.httpSrv.Close()
+		if err = s.httpSrv.Shutdown(ctx); err != nil {
+			// A caller that stopped reading holds its handler in a write
+			// to it. Closing the connections ends those writes; the
+			// requests are recorded cut short by the shutdown, and the
+			// stop is still a clean one.
+			s.o.Logf("closed the connections of callers that did not read the end of their answers")
+			err = s.httpSrv.Close()
+			// Their handlers' writes fail now; each records its request.
+			ended := make(chan struct{})
+			go func() { s.serving.Wait(); close(ended) }()
+			select {
+			case <-ended:
+			case <-time.After(5 * time.Second):
+			}
 		}
 	}
 	return err

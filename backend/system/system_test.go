@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -546,6 +547,83 @@ func TestShutdownEndsStreamsWithAnErrorEvent(t *testing.T) {
 	if _, err := store.Request(t.Context(), id); err != nil {
 		t.Errorf("the interrupted request is not in history: %v", err)
 	}
+}
+
+// TestShutdownClosesCallersThatDoNotRead stops the server while a caller
+// has stopped reading its stream, its handler held in a write to it: the
+// stop still ends cleanly, soon after the grace, and the request is
+// recorded.
+func TestShutdownClosesCallersThatDoNotRead(t *testing.T) {
+	f, err := simfleet.StartFleet([]simfleet.Member{{ID: "fast", Priority: 1, Config: simfleet.Config{
+		Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "fast"}}, TTFT: time.Millisecond, Tokens: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	cfgPath, db := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "h.db")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf("chat:\n  default_model: fast\n  candidates:\n    - {id: fast, provider: openai, url: %q, model: fast}\n", f.Candidates()[0].URL)), 0o600)
+	var logged strings.Builder
+	var mu sync.Mutex
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(&logged, format+"\n", args...)
+	}
+	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: db, ShutdownGrace: 200 * time.Millisecond, Logf: logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sys.Run(ctx) }()
+
+	// A caller that sends its request, reads the head and then nothing.
+	conn, err := net.Dial("tcp", sys.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"model":"auto","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", sys.Addr(), len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get("X-Switchyard-Request-Id")
+	// The socket's buffers fill: the handler waits in a write to the caller.
+	for !blockedWriting("backend/httpapi") {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run() = %v; want a clean stop", err)
+	}
+	mu.Lock()
+	if !strings.Contains(logged.String(), "closed the connections of callers that did not read") {
+		t.Errorf("log does not say it closed the caller's connection:\n%s", logged.String())
+	}
+	mu.Unlock()
+	store, err := history.Open(db, history.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if r, err := store.Request(t.Context(), id); err != nil || r.Status != fleet.StatusShutdown {
+		t.Errorf("record = %+v, %v; want status %s", r.Status, err, fleet.StatusShutdown)
+	}
+}
+
+// blockedWriting reports whether a goroutine running code of pkg waits
+// for its connection to take a write.
+func blockedWriting(pkg string) bool {
+	buf := make([]byte, 4<<20)
+	for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, pkg) && strings.Contains(g, "waitWrite") {
+			return true
+		}
+	}
+	return false
 }
 
 func tail(s string, n int) string {
