@@ -28,6 +28,7 @@ type Metrics struct {
 	gpuTotal  *prometheus.GaugeVec
 	mu        sync.RWMutex
 	knownName map[string]string // request model names kept as label values, by fleet.ModelKey
+	cands     map[string]bool   // the candidates with a breaker series
 }
 
 // ttftBuckets follow OpenTelemetry's gen_ai.server.time_to_first_token,
@@ -111,15 +112,29 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // SetCandidates names the model values kept as requested_model labels
 // (candidate ids and aliases); anything else a caller sends is counted as
 // "other", so callers cannot blow up the series count. It also publishes a
-// closed breaker for every candidate not seen yet.
+// closed breaker for every candidate not seen yet, and drops the breaker
+// series of candidates no longer configured (their counters stay: what
+// they counted happened).
 func (m *Metrics) SetCandidates(names []string, candidates []string) {
 	known := make(map[string]string, len(names))
 	for _, n := range names {
 		known[fleet.ModelKey(n)] = n
 	}
+	now := make(map[string]bool, len(candidates))
+	for _, c := range candidates {
+		now[c] = true
+	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.knownName = known
-	m.mu.Unlock()
+	for c := range m.cands {
+		if !now[c] {
+			// A state that no longer exists: an alert on an open
+			// breaker must not fire for ever for a removed candidate.
+			m.breaker.DeleteLabelValues(c)
+		}
+	}
+	m.cands = now
 	for _, c := range candidates {
 		m.breaker.WithLabelValues(c).Add(0)
 	}

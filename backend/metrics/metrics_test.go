@@ -49,4 +49,26 @@ func TestSeries(t *testing.T) {
 	if strings.Contains(body, "made-up-by-a-caller") {
 		t.Error("a caller-chosen model name became a label value")
 	}
+
+	// A reload removes a, whose breaker is open: its state goes, its counts stay.
+	m.SetCandidates([]string{"auto", "b"}, []string{"b"})
+	w = httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body = w.Body.String()
+	if strings.Contains(body, `switchyard_breaker_state{candidate="a"}`) || !strings.Contains(body, `switchyard_breaker_state{candidate="b"} 0`) {
+		t.Errorf("after a's removal, breaker series:\n%s", grepLines(body, "switchyard_breaker_state{"))
+	}
+	if !strings.Contains(body, `switchyard_attempts_total{candidate="a",outcome="timeout"} 1`) {
+		t.Error("a's counts went with it")
+	}
+}
+
+func grepLines(s, part string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, part) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
