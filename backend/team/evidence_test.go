@@ -94,11 +94,27 @@ func TestLocalSuccessOverridesRemote(t *testing.T) {
 	if got := tm.Remote(shared, now); got.Out || got.Suspect {
 		t.Errorf("Remote() after a local success = %+v; want nothing", got)
 	}
+	// The status says so too: the reports no longer count.
+	current := func() map[string]bool {
+		got := map[string]bool{}
+		for _, r := range tm.Status().Servers[0].Reports {
+			if r.Node != "a" {
+				got[r.Node] = r.Current
+			}
+		}
+		return got
+	}
+	if got := current(); got["b"] || got["c"] {
+		t.Errorf("reports current after a local success: %v; want neither", got)
+	}
 	// A report made after the success counts again.
 	now = now.Add(time.Second)
 	tm.ev.fold("a", report(2, "b", StatusBreakerOpen, time.Minute), 0, now)
 	if got := tm.Remote(shared, now); !got.Suspect {
 		t.Errorf("Remote() after a later report = %+v; want suspect", got)
+	}
+	if got := current(); !got["b"] || got["c"] {
+		t.Errorf("reports current after b's later one: %v; want b's only", got)
 	}
 }
 

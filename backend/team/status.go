@@ -42,7 +42,9 @@ type Report struct {
 	At       time.Time // by this node's clock
 	Until    time.Time // when it stops counting; zero for StatusOK
 	InFlight int
-	Current  bool // it still counts now
+	// Current: it still counts now. A failure counts until Until, unless
+	// this node has seen the server answer since.
+	Current bool
 }
 
 // Status reports the node's link, the nodes and the shared servers.
@@ -88,7 +90,9 @@ func (t *Team) Status() Status {
 		}
 		seen[tg] = true
 		srv := Server{Server: tg.server, Model: tg.model}
+		var okAt time.Time // a success this node saw after a report cancels it, as in Remote
 		if m := e.local[tg]; m != nil {
+			okAt = m.okAt
 			r := Report{Node: t.o.Node, Status: m.status, Detail: m.detail, InFlight: m.inflight, Current: true}
 			if !m.sent.IsZero() {
 				r.At = m.sent
@@ -100,7 +104,7 @@ func (t *Team) Status() Status {
 			r := Report{Node: node, Status: h.status, Detail: h.detail, At: h.at, InFlight: h.inflight}
 			if h.status != StatusOK {
 				r.Until = h.until
-				r.Current = now.Before(h.until)
+				r.Current = now.Before(h.until) && h.at.After(okAt)
 			} else {
 				r.Current = true
 			}
