@@ -263,6 +263,19 @@ func TestRetentionDropsWholePartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start(t, fast(url, "a"))
+	tm := start(t, fast(url, "a"))
 	eventually(t, "the node drops the old day", func() bool { return parts() == 1 })
+
+	// A reload that shortens the retention drops what is past it at once,
+	// not at the next hourly round.
+	recent := now.AddDate(0, 0, -3)
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return partitions{}.ensure(ctx, tx, recent) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := parts(); n != 2 {
+		t.Fatalf("partitions of team_requests = %d; want 2", n)
+	}
+	tm.Tune(0, 0, 48*time.Hour)
+	eventually(t, "the reload drops the day three days old", func() bool { return parts() == 1 })
 }

@@ -166,7 +166,8 @@ type Team struct {
 	nodesMu sync.Mutex
 	nodes   []Node
 
-	tuned atomic.Pointer[tuning] // what Tune changes of o
+	tuned  atomic.Pointer[tuning] // what Tune changes of o
+	shrunk chan struct{}          // Tune shortened the retention: drop partitions now
 }
 
 // tuning are the Options a config reload changes (Tune).
@@ -174,11 +175,17 @@ type tuning struct{ openFor, probeFor, retention time.Duration }
 
 // Tune sets Retention, OpenFor and ProbeFor (zero: the default), as a
 // config reload changed history.retention and the breaker's cool-down and
-// first-token ceiling. A shorter retention drops partitions at the next
-// hourly round.
+// first-token ceiling. A shorter retention drops the partitions past it
+// at once (while the link is up; else when it comes up).
 func (t *Team) Tune(openFor, probeFor, retention time.Duration) {
 	o := Options{OpenFor: openFor, ProbeFor: probeFor, Retention: retention}.withDefaults()
-	t.tuned.Store(&tuning{o.OpenFor, o.ProbeFor, o.Retention})
+	was := t.tuned.Swap(&tuning{o.OpenFor, o.ProbeFor, o.Retention})
+	if o.Retention >= 0 && (was.retention < 0 || o.Retention < was.retention) {
+		select {
+		case t.shrunk <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Link states.
@@ -210,7 +217,7 @@ func New(o Options) (*Team, error) {
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > o.OpTimeout {
 		cfg.ConnectTimeout = o.OpTimeout
 	}
-	t := &Team{o: o, cfg: cfg, wake: make(chan struct{}, 1)}
+	t := &Team{o: o, cfg: cfg, wake: make(chan struct{}, 1), shrunk: make(chan struct{}, 1)}
 	t.tuned.Store(&tuning{o.OpenFor, o.ProbeFor, o.Retention})
 	t.ev = newEvidence(o)
 	now := o.Now()
@@ -370,6 +377,10 @@ func (t *Team) work(ctx context.Context, conn *pgx.Conn) error {
 		case <-gap.C: // rate-limited evidence whose gap has passed
 		case <-ship.C:
 		case <-retain.C:
+			if err := t.retain(ctx, conn); err != nil {
+				return err
+			}
+		case <-t.shrunk:
 			if err := t.retain(ctx, conn); err != nil {
 				return err
 			}
