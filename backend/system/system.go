@@ -615,6 +615,9 @@ func (s *System) apply(cfg config.Config) error {
 	s.updateTeam(cfg.Candidates(s.o.Getenv))
 	s.noteTeamChange(prevTeam, cfg.Team)
 	s.retuneHistory(prevHistory, cfg)
+	if s.team != nil {
+		s.team.SetConfigHash(configHash(cfg))
+	}
 	s.monitor.SetPolicy(policy(cfg))
 	s.learner.Tune(cfg.Selection.TTFTMultiplier, cfg.Selection.DeadlineFloor, cfg.Selection.MinSamples)
 	s.publishCandidates()

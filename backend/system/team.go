@@ -2,6 +2,7 @@ package system
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -29,7 +30,7 @@ func (s *System) openTeam(cfg config.Config) error {
 		return err
 	}
 	s.team, err = team.New(team.Options{
-		URL: url, Node: node, Version: s.o.Version, ConfigHash: configHash(s.cfgText),
+		URL: url, Node: node, Version: s.o.Version, ConfigHash: configHash(cfg),
 		History: s.store, InFlight: s.inflight, OpenFor: cfg.Selection.OpenDuration, ProbeFor: cfg.Selection.FirstTokenTimeout,
 		Retention: cfg.History.Retention, Logf: s.o.Logf,
 	})
@@ -52,10 +53,18 @@ func nodeName(cfg config.Config) (string, error) {
 	return host, nil
 }
 
-// configHash names a config's text in the team's nodes list, so that nodes
-// running different configs show it.
-func configHash(text string) string {
-	h := sha256.Sum256([]byte(text))
+// configHash names the part of a config that nodes of a team share (the
+// candidates, the selection's rules and the GPU policy) in the team's nodes
+// list, so that nodes routing by different configs show it. What is each
+// node's own (its address, key, origins, history, team name) and how the
+// file is written (comments, order) do not count.
+func configHash(cfg config.Config) string {
+	shared, _ := json.Marshal(struct {
+		Selection config.Selection
+		GPU       config.GPU
+		Chat      config.Chat
+	}{cfg.Selection, cfg.GPU, cfg.Chat})
+	h := sha256.Sum256(shared)
 	return hex.EncodeToString(h[:6])
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/switchyard/switchyard/backend/config"
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/history"
 	"github.com/switchyard/switchyard/backend/pgtest"
@@ -400,5 +401,32 @@ func TestTeamEditWaitsForARestart(t *testing.T) {
 	}
 	if sys.team.Node() != "n1" {
 		t.Errorf("node = %s; want n1 until the restart", sys.team.Node())
+	}
+}
+
+// TestConfigHashIsTheSharedConfig: nodes with the same candidates and
+// rules show the same hash, however each writes its file and whatever its
+// own settings; a change of the shared part changes it.
+func TestConfigHashIsTheSharedConfig(t *testing.T) {
+	parse := func(text string) config.Config {
+		t.Helper()
+		cfg, err := config.Parse([]byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	const fleetA = "chat:\n  default_model: a\n  candidates:\n    - {id: a, provider: ollama, url: \"http://127.0.0.1:11434\", model: \"qwen3:8b\"}\n"
+	one := parse("listen: 127.0.0.1:8484\nteam: {database_env: TEAM_DB, node: one}\nhistory: {path: /tmp/one.db}\n" + fleetA)
+	two := parse("# the second box\nlisten: 127.0.0.1:9494\nteam: {database_env: TEAM_DB, node: two}\n" + fleetA)
+	if configHash(one) != configHash(two) {
+		t.Errorf("nodes with one fleet: hashes %s and %s; want the same", configHash(one), configHash(two))
+	}
+	other := parse(strings.Replace(fleetA, "qwen3:8b", "qwen3:14b", 1))
+	if configHash(other) == configHash(one) {
+		t.Error("another model has the same hash")
+	}
+	if rules := parse("selection: {failure_threshold: 3}\n" + fleetA); configHash(rules) == configHash(one) {
+		t.Error("other selection rules have the same hash")
 	}
 }

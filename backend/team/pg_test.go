@@ -279,3 +279,16 @@ func TestRetentionDropsWholePartitions(t *testing.T) {
 	tm.Tune(0, 0, 48*time.Hour)
 	eventually(t, "the reload drops the day three days old", func() bool { return parts() == 1 })
 }
+
+// TestConfigHashFollowsReloads: the hash a node says of itself is the one
+// of the config it runs now, at the next heartbeat.
+func TestConfigHashFollowsReloads(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase()
+	tm := start(t, fast(url, "a"))
+	hashed := func(h string) func() bool {
+		return func() bool { return count(url, `SELECT count(*) FROM team_nodes WHERE node = 'a' AND config_hash = $1`, h) == 1 }
+	}
+	eventually(t, "the node says its start's hash", hashed("h"))
+	tm.SetConfigHash("reloaded")
+	eventually(t, "the node says the reloaded config's hash", hashed("reloaded"))
+}

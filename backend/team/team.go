@@ -167,6 +167,7 @@ type Team struct {
 	nodes   []Node
 
 	tuned  atomic.Pointer[tuning] // what Tune changes of o
+	hash   atomic.Pointer[string] // the config's hash, as SetConfigHash changed it
 	shrunk chan struct{}          // Tune shortened the retention: drop partitions now
 }
 
@@ -187,6 +188,10 @@ func (t *Team) Tune(openFor, probeFor, retention time.Duration) {
 		}
 	}
 }
+
+// SetConfigHash changes the config hash the node says of itself, as a
+// config reload applied: at the next heartbeat.
+func (t *Team) SetConfigHash(h string) { t.hash.Store(&h) }
 
 // Link states.
 const (
@@ -219,6 +224,7 @@ func New(o Options) (*Team, error) {
 	}
 	t := &Team{o: o, cfg: cfg, wake: make(chan struct{}, 1), shrunk: make(chan struct{}, 1)}
 	t.tuned.Store(&tuning{o.OpenFor, o.ProbeFor, o.Retention})
+	t.hash.Store(&o.ConfigHash)
 	t.ev = newEvidence(o)
 	now := o.Now()
 	for i := range t.links {
@@ -420,7 +426,7 @@ func (t *Team) beat(ctx context.Context, conn *pgx.Conn, parts partitions) error
 	_, err := conn.Exec(octx, `INSERT INTO team_nodes (node, version, config_hash, started_at, last_seen)
 		VALUES ($1, $2, $3, now(), now())
 		ON CONFLICT (node) DO UPDATE SET version = $2, config_hash = $3, last_seen = now()`,
-		t.o.Node, t.o.Version, t.o.ConfigHash)
+		t.o.Node, t.o.Version, *t.hash.Load())
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
