@@ -286,7 +286,9 @@ func TestConfigHashFollowsReloads(t *testing.T) {
 	url := pgtest.Start(t).NewDatabase()
 	tm := start(t, fast(url, "a"))
 	hashed := func(h string) func() bool {
-		return func() bool { return count(url, `SELECT count(*) FROM team_nodes WHERE node = 'a' AND config_hash = $1`, h) == 1 }
+		return func() bool {
+			return count(url, `SELECT count(*) FROM team_nodes WHERE node = 'a' AND config_hash = $1`, h) == 1
+		}
 	}
 	eventually(t, "the node says its start's hash", hashed("h"))
 	tm.SetConfigHash("reloaded")
