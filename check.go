@@ -106,6 +106,8 @@ func printTeam(w io.Writer, tc *system.TeamCheck) string {
 			return "the team database is not set up: see its FAIL line"
 		case errors.Is(tc.Err, team.ErrSchemaTooNew):
 			return "the team database is newer than this binary"
+		case errors.Is(tc.Err, team.ErrCannotWrite):
+			return "this node's role can't write the team database: see its FAIL line"
 		case errors.As(tc.Err, &pe):
 			return "the team database refused this node: " + pe.Message
 		}

@@ -233,6 +233,17 @@ func TestTeamSharesWhatItLearns(t *testing.T) {
 	}
 }
 
+func connectTo(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 func rows(t *testing.T, url, q string) int {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
@@ -317,6 +328,23 @@ func TestCheckSaysWhatItFoundInTheTeam(t *testing.T) {
 	if tc := check("postgres://u:S3cret@PW@127.0.0.1:x/t"); !errors.Is(tc.Err, team.ErrConnString) || strings.Contains(tc.Err.Error(), "S3cret") {
 		t.Errorf("Check() team with a string pgx can't read: %v; want ErrConnString, not repeating it", tc.Err)
 	}
+	// A role that may read but not write: serve's node could never join,
+	// so check fails it, naming what the role lacks.
+	ro := "ro_" + strings.TrimPrefix(url[strings.LastIndex(url, "/")+1:strings.Index(url, "?")], "/")
+	for _, q := range []string{
+		"CREATE ROLE " + ro + " LOGIN", "GRANT USAGE ON SCHEMA public TO " + ro, "GRANT SELECT ON ALL TABLES IN SCHEMA public TO " + ro,
+	} {
+		conn := connectTo(t, url)
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		conn.Close(t.Context())
+	}
+	roURL := strings.Replace(url, "postgres://postgres@", "postgres://"+ro+"@", 1)
+	if tc := check(roURL); !errors.Is(tc.Err, team.ErrCannotWrite) || !strings.Contains(tc.Err.Error(), "INSERT on team_requests") || !strings.Contains(tc.Err.Error(), "CREATE on schema public") {
+		t.Errorf("Check() team as a read-only role: %v; want ErrCannotWrite naming what it lacks", tc.Err)
+	}
+
 	// A database a newer Switchyard migrated is refused by serve: check
 	// fails it too.
 	if n := rows(t, url, "WITH v AS (INSERT INTO team_schema (version) VALUES (99) RETURNING 1) SELECT count(*) FROM v"); n != 1 {

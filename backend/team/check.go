@@ -3,6 +3,9 @@ package team
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,7 +45,10 @@ func Probe(ctx context.Context, url string, timeout time.Duration) (Found, error
 		return f, err
 	}
 	var migrated bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass('team_schema') IS NOT NULL").Scan(&migrated); err != nil || !migrated {
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('team_schema') IS NOT NULL").Scan(&migrated); err != nil {
+		return f, err
+	}
+	if err := canWrite(ctx, conn, migrated); err != nil || !migrated {
 		return f, err
 	}
 	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM team_schema").Scan(&f.Schema); err != nil {
@@ -73,4 +79,40 @@ func Probe(ctx context.Context, url string, timeout time.Duration) (Found, error
 		f.Nodes = append(f.Nodes, n)
 	}
 	return f, rows.Err()
+}
+
+// written are the tables a node writes, and how.
+var written = map[string]string{
+	"team_nodes": "INSERT, UPDATE", "team_cursors": "INSERT, UPDATE", "team_requests": "INSERT",
+	"team_attempts": "INSERT", "team_breaker_events": "INSERT", "team_evidence": "INSERT",
+}
+
+// canWrite fails with ErrCannotWrite, naming what is missing, when the
+// role may not do what a node does: make tables and each day's partitions
+// in its schema, and write the tables once they are there.
+func canWrite(ctx context.Context, conn *pgx.Conn, migrated bool) error {
+	var missing []string
+	var create bool
+	var schema string
+	if err := conn.QueryRow(ctx, "SELECT current_schema(), has_schema_privilege(current_schema(), 'CREATE')").Scan(&schema, &create); err != nil {
+		return err
+	}
+	if !create {
+		missing = append(missing, "CREATE on schema "+schema)
+	}
+	if migrated {
+		for _, table := range slices.Sorted(maps.Keys(written)) {
+			var ok bool
+			if err := conn.QueryRow(ctx, "SELECT has_table_privilege($1, $2)", table, written[table]).Scan(&ok); err != nil {
+				return err
+			}
+			if !ok {
+				missing = append(missing, written[table]+" on "+table)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: it lacks %s", ErrCannotWrite, strings.Join(missing, "; "))
+	}
+	return nil
 }

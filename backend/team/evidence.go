@@ -307,6 +307,11 @@ func (t *Team) RowsSent() int64 {
 // listen replays the other nodes' rows of the last MaxReport, then folds
 // each row NOTIFY brings, until the connection fails.
 func (t *Team) listen(ctx context.Context, conn *pgx.Conn) error {
+	select { // the replay reads tables the migration makes
+	case <-t.migrated:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	octx, cancel := t.op(ctx)
 	_, err := conn.Exec(octx, "LISTEN "+notifyChannel)
 	cancel()

@@ -3,6 +3,7 @@ package team
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,11 +210,23 @@ func TestNodesAgeWhileOffline(t *testing.T) {
 			t.Errorf("node %s = %s after %v unheard, this node offline; want offline", n.Name, n.Link, now.Sub(n.LastSeen))
 		}
 	}
-	if len(logged) != 1 || !strings.Contains(logged[0], "not reached yet: dial tcp") {
+	if len(logged) != 1 || !strings.Contains(logged[0], "not linked yet: dial tcp") {
 		t.Errorf("log = %q; want one line saying why the link is not up", logged)
 	}
+	// One connection up while the other is refused (a role that can't
+	// migrate) is no link: nothing more is said.
+	tm.setLink(1, true, nil)
+	tm.setLink(0, false, errors.New("team migrate: ERROR: permission denied for schema public (SQLSTATE 42501)"))
+	if len(logged) != 1 {
+		t.Errorf("log = %q; want still the one line", logged)
+	}
 	tm.setLink(0, true, nil)
-	if last := logged[len(logged)-1]; !strings.Contains(last, "linked to the team database as node a") {
-		t.Errorf("first link up logged %q; want it said as a first link, not a return", last)
+	if last := logged[len(logged)-1]; len(logged) != 2 || !strings.Contains(last, "linked to the team database as node a") {
+		t.Errorf("log = %q; want the first link said once both connections are up, as a first link", logged)
+	}
+	tm.setLink(1, false, errors.New("listen: conn closed"))
+	tm.setLink(1, true, nil)
+	if want := []string{"team: team link offline: listen: conn closed", "team: link to the team database back"}; !slices.Equal(logged[2:], want) {
+		t.Errorf("log after the listener's drop = %q; want %q", logged[2:], want)
 	}
 }

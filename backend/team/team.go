@@ -29,6 +29,10 @@ import (
 // ErrSchemaTooNew: the team database was migrated by a newer Switchyard.
 var ErrSchemaTooNew = errors.New("team database is newer than this binary")
 
+// ErrCannotWrite: the role of the connection string may not write what a
+// node writes (Probe).
+var ErrCannotWrite = errors.New("this node's role can't write the team database")
+
 // ErrConnString: the connection string is not one PostgreSQL takes.
 var ErrConnString = errors.New("not a PostgreSQL connection string")
 
@@ -162,6 +166,14 @@ type Team struct {
 
 	links   [2]link // 0: work (ship, publish, heartbeat), 1: listen
 	shipped atomic.Int64
+	// said is what the log said of the whole link (both connections up),
+	// under its own lock, taken after a link's.
+	saidMu sync.Mutex
+	said   linkSaid
+	// migrated is closed once the work connection has migrated the
+	// schema: the listener waits for it, as its replay reads the tables.
+	migrated     chan struct{}
+	migratedOnce sync.Once
 
 	nodesMu sync.Mutex
 	nodes   []Node
@@ -201,10 +213,15 @@ const (
 
 // link is the state of one of the node's connections.
 type link struct {
-	mu     sync.Mutex
-	up     bool
-	since  time.Time
-	err    string
+	mu    sync.Mutex
+	up    bool
+	since time.Time
+	err   string
+}
+
+// linkSaid is what the log said of the node's link as a whole.
+type linkSaid struct {
+	up     bool // both connections up, as last said
 	everUp bool // it has been up since the start
 	told   bool // the log said why it is not up yet
 }
@@ -222,7 +239,7 @@ func New(o Options) (*Team, error) {
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > o.OpTimeout {
 		cfg.ConnectTimeout = o.OpTimeout
 	}
-	t := &Team{o: o, cfg: cfg, wake: make(chan struct{}, 1), shrunk: make(chan struct{}, 1)}
+	t := &Team{o: o, cfg: cfg, wake: make(chan struct{}, 1), shrunk: make(chan struct{}, 1), migrated: make(chan struct{})}
 	t.tuned.Store(&tuning{o.OpenFor, o.ProbeFor, o.Retention})
 	t.hash.Store(&o.ConfigHash)
 	t.ev = newEvidence(o)
@@ -299,32 +316,40 @@ func (t *Team) linkUp(i int) bool {
 	return l.up
 }
 
+// setLink sets link i's state, and logs a change of the node's link as a
+// whole: up while both connections are.
 func (t *Team) setLink(i int, up bool, err error) {
 	l := &t.links[i]
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.up != up && up && l.everUp:
-		t.o.Logf("team: link to the team database back")
-	case l.up != up && up:
-		t.o.Logf("team: linked to the team database as node %s", t.o.Node)
-	case l.up != up:
-		t.o.Logf("team: team link offline: %v", err)
-	case !up && !l.everUp && !l.told && err != nil:
-		// Never up since the start: say once why, as a link that went
-		// down says it.
-		t.o.Logf("team: team link offline, the team database not reached yet: %v", err)
-		l.told = true
-	}
 	if l.up != up {
 		l.since = t.o.Now()
 	}
 	l.up = up
-	l.everUp = l.everUp || up
 	l.err = ""
 	if err != nil {
 		l.err = err.Error()
 	}
+	l.mu.Unlock()
+	all := t.linkUp(0) && t.linkUp(1)
+
+	t.saidMu.Lock()
+	defer t.saidMu.Unlock()
+	said := &t.said
+	switch {
+	case all && !said.up && said.everUp:
+		t.o.Logf("team: link to the team database back")
+	case all && !said.up:
+		t.o.Logf("team: linked to the team database as node %s", t.o.Node)
+	case !all && said.up && err != nil:
+		t.o.Logf("team: team link offline: %v", err)
+	case !all && !said.everUp && !said.told && err != nil:
+		// Never up since the start: say once why, as a link that went
+		// down says it.
+		t.o.Logf("team: team link offline, not linked yet: %v", err)
+		said.told = true
+	}
+	said.up = all
+	said.everUp = said.everUp || all
 }
 
 // op is a context for one database operation.
@@ -341,6 +366,7 @@ func (t *Team) work(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
+	t.migratedOnce.Do(func() { close(t.migrated) })
 	parts := partitions{}
 	if err := t.beat(ctx, conn, parts); err != nil {
 		return err
