@@ -384,10 +384,17 @@ func gpuIndexes(r report, gpus []int) {
 // nodeName checks a name given to a node or a server: printable, no
 // spaces.
 func nodeName(r report, name string) {
-	if strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+	switch {
+	case strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }):
 		r.fail("%q contains spaces or control characters", name)
+	case len(name) > maxNodeName:
+		r.fail("is %d bytes long: at most %d, so that the team's notices carry it (PostgreSQL's NOTIFY holds 8000 bytes)", len(name), maxNodeName)
 	}
 }
+
+// maxNodeName is the longest team.node or server_key: each goes into every
+// notice of evidence a node sends the others.
+const maxNodeName = 200
 
 // envName checks the name of a variable that holds a secret. A value
 // that is not a name is likely the secret itself (a key, a connection
