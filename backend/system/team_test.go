@@ -430,6 +430,20 @@ func TestTeamEditWaitsForARestart(t *testing.T) {
 	if sys.team.Node() != "n1" {
 		t.Errorf("node = %s; want n1 until the restart", sys.team.Node())
 	}
+	if slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "is empty or unset") }) {
+		t.Errorf("log = %q; the variable is set", logged)
+	}
+	// A variable the next start would not find is said now.
+	cfg.Team.DatabaseEnv = "NOT_SET_ANYWHERE"
+	mu.Unlock()
+	err = sys.apply(cfg)
+	mu.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "$NOT_SET_ANYWHERE is empty or unset") }) {
+		t.Errorf("log = %q; want the unset variable said before the next start needs it", logged)
+	}
 }
 
 // TestConfigHashIsTheSharedConfig: nodes with the same candidates and
