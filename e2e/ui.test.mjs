@@ -614,4 +614,53 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     }
     assert.deepEqual(found, {}, 'every screen at every size shows all it has');
   });
+
+  test('a narrow window wraps the top bar: the connection, the API address and the theme stay in sight', async (t) => {
+    const { page } = await open(t, { viewport: { width: 420, height: 800 } });
+    await page.getByTestId('api-address').waitFor({ timeout: 5_000 });
+    const geo = await page.evaluate(() => {
+      const bar = document.querySelector('.sidebar').getBoundingClientRect();
+      const inSight = (el) => {
+        const r = el.getBoundingClientRect();
+        return r.left >= 0 && r.right <= window.innerWidth && r.top >= 0 && r.bottom <= bar.bottom + 0.5;
+      };
+      const addr = document.querySelector('[data-testid=api-address]');
+      return {
+        barHeight: Math.round(bar.height),
+        conn: inSight(document.querySelector('.conn')),
+        address: inSight(addr),
+        addressOneLine: addr.getBoundingClientRect().height < 30,
+        theme: inSight(document.querySelector('[data-testid=theme-toggle]')),
+      };
+    });
+    await shotWindow(page, 'ui-narrow-420');
+    assert.ok(geo.barHeight < 200, `the top bar is ${geo.barHeight}px tall at 420px wide`);
+    assert.deepEqual({ ...geo, barHeight: 0 }, { barHeight: 0, conn: true, address: true, addressOneLine: true, theme: true });
+  });
+
+  test("a request opened by a link is scrolled into sight, though far down the list", async (t) => {
+    const { server, page } = await open(t, { viewport: SMALL });
+    const chat = () =>
+      fetch(server.url + '/v1/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'auto', messages: [{ role: 'user', content: 'hi' }] }),
+      }).then((r) => r.headers.get('x-switchyard-request-id'));
+    const first = await chat(); // the oldest: the last row, newest first
+    await Promise.all(Array.from({ length: 24 }, chat));
+    const deep = first;
+    await waitRecord(server, deep);
+    await page.goto(`${server.url}/#/history/${deep}`);
+    const timeline = page.getByTestId('timeline');
+    await timeline.waitFor({ timeout: 10_000 });
+    await page.waitForFunction(
+      () => {
+        const r = document.querySelector('[data-testid=timeline]').getBoundingClientRect();
+        return r.top >= 0 && r.top < window.innerHeight;
+      },
+      null,
+      { timeout: 5_000 },
+    );
+    await shotWindow(page, 'ui-history-deep-link');
+  });
 });
