@@ -270,6 +270,16 @@ describe('Timeline', () => {
     expect(root.querySelector('[data-testid=timeline-error]')!.textContent).toBe('None of the 2 candidates could answer; each one’s reason is on its row.');
   });
 
+  it('says a skipped attempt once, and lets the keyboard reach a cut-off error', async () => {
+    const skipped = att({ order: 0, candidate: 'a', outcome: 'skipped_open', error: 'breaker open' });
+    const long = att({ order: 1, candidate: 'b', error: 'upstream HTTP 500: ' + 'x'.repeat(300), started_at: '2026-05-14T19:36:00Z', duration_ms: 5 });
+    await show(<Timeline r={rec({ attempts: [skipped, long] })} onClose={() => {}} />);
+    const texts = [...root.querySelectorAll('.tl-text')] as HTMLElement[];
+    expect(texts[0]!.textContent).toBe('skipped (breaker open) · 0 ms');
+    expect(texts[1]!.tabIndex).toBe(0);
+    expect(texts[1]!.title).toContain('x'.repeat(300));
+  });
+
   it('keeps an error that says more than the attempts', async () => {
     await show(<Timeline r={rec({ error: 'model "x" not found', failure: 'unknown_model', attempts: [] })} onClose={() => {}} />);
     expect(root.querySelector('[data-testid=timeline-error]')!.textContent).toBe('model "x" not found');
@@ -741,6 +751,10 @@ describe('Fleet: activity from history, models on each GPU, memory over time', (
     const h = root.querySelector('[data-testid=gpu-history-0]')!;
     expect(h.querySelector('polyline')!.getAttribute('points')!.split(' ')).toHaveLength(721);
     expect(h.textContent).toBe('Memory used, last 60 min · peak 10.0 GiB');
+    // A few seconds of readings say seconds, not "1 min".
+    const early = new Map([[0, [{ at: 0, used: 9 * 2 ** 30, total: 24 * 2 ** 30 }, { at: 6_000, used: 9 * 2 ** 30, total: 24 * 2 ** 30 }]]]);
+    await show(<GpuPanel gpu={gpuOf(9, 9)} candidates={cands} memory={early} />);
+    expect(root.querySelector('[data-testid=gpu-history-0]')!.textContent).toBe('Memory used, last 6 s · peak 9.0 GiB');
   });
 });
 

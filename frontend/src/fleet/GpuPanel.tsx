@@ -31,15 +31,15 @@ function MemoryHistory({ points, index }: { points: MemoryPoint[]; index: number
   const line = points
     .map((p) => `${((100 * (p.at - t0)) / span).toFixed(2)},${(30 - (30 * ratio(p.used, p.total))).toFixed(2)}`)
     .join(' ');
-  const minutes = Math.max(1, Math.round(span / 60_000));
+  const over = span < 60_000 ? `${Math.max(1, Math.round(span / 1000))} s` : `${Math.round(span / 60_000)} min`;
   const peak = Math.max(...points.map((p) => p.used));
   return (
     <figure class="gpu-history" data-testid={`gpu-history-${index}`}>
-      <svg viewBox="0 0 100 30" preserveAspectRatio="none" role="img" aria-label={`Memory used on GPU ${index}, last ${minutes} min`}>
+      <svg viewBox="0 0 100 30" preserveAspectRatio="none" role="img" aria-label={`Memory used on GPU ${index}, last ${over}`}>
         <polyline points={line} fill="none" stroke="currentColor" stroke-width="1.5" vector-effect="non-scaling-stroke" />
       </svg>
       <figcaption class="muted small">
-        Memory used, last {minutes} min · peak {formatBytes(peak)}
+        Memory used, last {over} · peak {formatBytes(peak)}
       </figcaption>
     </figure>
   );

@@ -90,7 +90,9 @@ export function Timeline({ r, onClose }: { r: RequestRecord; onClose(): void }) 
           </div>
           {layout.bars.map((b) => {
             const a = b.attempt;
-            const text = `${humanOutcome(a.outcome)}${a.error ? ` — ${a.error}` : ''}`;
+            // The error, unless the outcome's words say it already ("skipped (breaker open)" and "breaker open").
+            const words = humanOutcome(a.outcome);
+            const text = a.error && !words.toLowerCase().includes(a.error.toLowerCase()) ? `${words} — ${a.error}` : words;
             return (
               <div class="tl-row" role="listitem" key={a.order}>
                 <span class="tl-label mono" title={a.candidate}>
@@ -117,6 +119,9 @@ export function Timeline({ r, onClose }: { r: RequestRecord; onClose(): void }) 
                   )}
                   <span
                     class={`tl-text ${b.leftPct > 55 ? 'tl-text-left' : ''}`}
+                    // Focus shows a cut-off error whole, for those who can't hover.
+                    tabIndex={0}
+                    title={text}
                     style={
                       b.leftPct > 55
                         ? { right: `${Math.max(0, 100 - b.leftPct - b.widthPct)}%` }

@@ -16,7 +16,7 @@ interface Props {
 }
 
 const SOURCES: Record<string, string> = {
-  file: 'from the config file',
+  file: 'read from the file above, and followed as it changes',
   discovered: 'no config file: built from local servers found at start',
   demo: 'no config file and no local servers: the simulated demo fleet',
 };
