@@ -125,6 +125,9 @@ func openHistory(t *testing.T) *history.Store {
 	return s
 }
 
+// teamReading is the word that demoted record's first attempt.
+var teamReading = fleet.GPUReading{GPU: -1, Source: "team", Reason: "node b: breaker open since 05:25:23"}
+
 func record(t *testing.T, s *history.Store, from, to int) {
 	t.Helper()
 	at := time.Now().UTC().Truncate(time.Millisecond)
@@ -134,7 +137,8 @@ func record(t *testing.T, s *history.Store, from, to int) {
 			ID: id, StartedAt: at, Protocol: fleet.ProtocolOpenAI, RequestedModel: "auto", ServedCandidate: "big",
 			Status: fleet.StatusOK, HTTPStatus: 200, Latency: time.Second,
 			Attempts: []fleet.Attempt{
-				{Candidate: "small", Outcome: fleet.OutcomeTimeout, Fault: fleet.FaultServer, StartedAt: at, Deadline: time.Second},
+				{Candidate: "small", Outcome: fleet.OutcomeTimeout, Fault: fleet.FaultServer, StartedAt: at, Deadline: time.Second,
+					Demoted: true, Reading: &teamReading},
 				{Candidate: "big", Outcome: fleet.OutcomeSuccess, StartedAt: at, TTFT: 100 * time.Millisecond},
 			},
 		})
@@ -190,6 +194,8 @@ func TestShippingSurvivesCrashesAndRestarts(t *testing.T) {
 	recs, err := tm2.Requests(context.Background(), "a", 5)
 	if err != nil || len(recs) != 5 || recs[0].Node != "a" || len(recs[0].Attempts) != 2 || recs[0].Attempts[1].Outcome != fleet.OutcomeSuccess {
 		t.Errorf("Requests(a, 5) = %d records (first %+v), %v; want 5 of node a with their 2 attempts", len(recs), recs, err)
+	} else if r := recs[0].Attempts[0].Reading; r == nil || *r != teamReading || recs[0].Attempts[1].Reading != nil {
+		t.Errorf("attempts' readings = %+v, %+v; want the demotion's reading as recorded, and none", r, recs[0].Attempts[1].Reading)
 	}
 	if recs, err := tm2.Requests(context.Background(), "nobody", 5); err != nil || len(recs) != 0 {
 		t.Errorf("Requests(nobody) = %d records, %v; want none", len(recs), err)
@@ -293,4 +299,54 @@ func TestConfigHashFollowsReloads(t *testing.T) {
 	eventually(t, "the node says its start's hash", hashed("h"))
 	tm.SetConfigHash("reloaded")
 	eventually(t, "the node says the reloaded config's hash", hashed("reloaded"))
+}
+
+// TestUpgradeAddsTheReadingToExistingPartitions: a database a node of
+// schema 1 made, with a day's partition and its rows, takes migration 2
+// in place; its old attempts read back without a reading.
+func TestUpgradeAddsTheReadingToExistingPartitions(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase()
+	conn := connect(t, url)
+	ctx := context.Background()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "CREATE TABLE team_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, ms[0].sql); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO team_schema (version) VALUES (1)"); err != nil {
+			return err
+		}
+		now := time.Now()
+		if err := (partitions{}).ensure(ctx, tx, now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO team_requests (node, id, started_at, protocol, stream, thinking, requested_model,
+			served_candidate, served_model, is_fallback, status, http_status, latency_ms) VALUES ('old', 'r1', $1, 'openai', false, false,
+			'auto', 'big', 'm', false, 'ok', 200, 5)`, now); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO team_attempts (node, request_id, request_started_at, ord, candidate, outcome,
+			deadline_ms, duration_ms, cold, demoted) VALUES ('old', 'r1', $1, 0, 'big', 'success', 1000, 5, false, false)`, now)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(ctx, conn); err != nil {
+		t.Fatalf("Migrate() of schema 1 = %v", err)
+	}
+	if n := count(url, "SELECT max(version) FROM team_schema"); n != len(ms) {
+		t.Errorf("schema after Migrate = %d; want %d", n, len(ms))
+	}
+	tm := start(t, fast(url, "a"))
+	recs, err := tm.Requests(ctx, "old", 5)
+	if err != nil || len(recs) != 1 || len(recs[0].Attempts) != 1 || recs[0].Attempts[0].Reading != nil {
+		t.Errorf("Requests(old) after the upgrade = %+v, %v; want r1 with its attempt, no reading", recs, err)
+	}
 }

@@ -2,6 +2,7 @@ package team
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -71,7 +72,8 @@ func (t *Team) Requests(ctx context.Context, node string, limit int) ([]Record, 
 	// The attempts of those requests: in their partitions from the
 	// oldest one's day on.
 	rows, err = conn.Query(ctx, `SELECT node, request_id, ord, candidate, outcome, coalesce(fault, ''), coalesce(error, ''),
-		coalesce(http_status, 0), coalesce(started_at, 'epoch'), deadline_ms, coalesce(ttft_ms, 0), duration_ms, cold, demoted
+		coalesce(http_status, 0), coalesce(started_at, 'epoch'), deadline_ms, coalesce(ttft_ms, 0), duration_ms, cold, demoted,
+		coalesce(reading::text, '')
 		FROM team_attempts WHERE request_started_at >= $1 AND ($2 = '' OR node = $2) ORDER BY node, request_id, ord`, oldest, node)
 	if err != nil {
 		return nil, fmt.Errorf("team attempts: %w", err)
@@ -81,9 +83,16 @@ func (t *Team) Requests(ctx context.Context, node string, limit int) ([]Record, 
 		var nodeName, id string
 		var a fleet.Attempt
 		var deadline, ttft, dur int64
+		var reading string
 		if err := rows.Scan(&nodeName, &id, &a.Order, &a.Candidate, &a.Outcome, &a.Fault, &a.Error, &a.HTTPStatus,
-			&a.StartedAt, &deadline, &ttft, &dur, &a.Cold, &a.Demoted); err != nil {
+			&a.StartedAt, &deadline, &ttft, &dur, &a.Cold, &a.Demoted, &reading); err != nil {
 			return nil, fmt.Errorf("team attempts: %w", err)
+		}
+		if reading != "" {
+			a.Reading = new(fleet.GPUReading)
+			if err := json.Unmarshal([]byte(reading), a.Reading); err != nil {
+				return nil, fmt.Errorf("team attempts: reading of %s: %w", id, err)
+			}
 		}
 		i, ok := index[[2]string{nodeName, id}]
 		if !ok {

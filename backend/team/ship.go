@@ -2,6 +2,7 @@ package team
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -106,7 +107,7 @@ func insertRequests(ctx context.Context, tx pgx.Tx, node string, recs []fleet.Re
 		ttft                                 []*int64
 		latency                              []int64
 		aReq, aCand, aOutcome                []string
-		aFault, aErr                         []*string
+		aFault, aErr, aReading               []*string
 		aReqStart                            []time.Time
 		aStart                               []*time.Time
 		aOrd                                 []int32
@@ -152,6 +153,7 @@ func insertRequests(ctx context.Context, tx pgx.Tx, node string, recs []fleet.Re
 			aDuration = append(aDuration, a.Duration.Milliseconds())
 			aCold = append(aCold, a.Cold)
 			aDemoted = append(aDemoted, a.Demoted)
+			aReading = append(aReading, readingJSON(a.Reading))
 		}
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO team_requests (node, id, started_at, protocol, stream, thinking,
@@ -170,13 +172,13 @@ func insertRequests(ctx context.Context, tx pgx.Tx, node string, recs []fleet.Re
 		return nil
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO team_attempts (node, request_id, request_started_at, ord, candidate,
-		outcome, fault, error, http_status, started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted)
+		outcome, fault, error, http_status, started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading)
 		SELECT $1, * FROM unnest($2::text[], $3::timestamptz[], $4::integer[], $5::text[], $6::text[], $7::text[],
 			$8::text[], $9::integer[], $10::timestamptz[], $11::bigint[], $12::bigint[], $13::bigint[],
-			$14::boolean[], $15::boolean[])
+			$14::boolean[], $15::boolean[], $16::jsonb[])
 		ON CONFLICT DO NOTHING`,
 		node, aReq, aReqStart, aOrd, aCand, aOutcome, aFault, aErr, aHTTP, aStart, aDeadline, aTTFT, aDuration,
-		aCold, aDemoted)
+		aCold, aDemoted, aReading)
 	if err != nil {
 		return fmt.Errorf("attempts: %w", err)
 	}
@@ -203,6 +205,17 @@ func insertBreakers(ctx context.Context, tx pgx.Tx, node string, evs []fleet.Bre
 		return fmt.Errorf("breaker events: %w", err)
 	}
 	return nil
+}
+
+// readingJSON is an attempt's reading as team_attempts keeps it: JSON,
+// nil when it has none.
+func readingJSON(r *fleet.GPUReading) *string {
+	if r == nil {
+		return nil
+	}
+	b, _ := json.Marshal(r)
+	s := string(b)
+	return &s
 }
 
 func orNull(s string) *string {
