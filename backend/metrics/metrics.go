@@ -101,6 +101,31 @@ func (m *Metrics) WatchHistory(f func() HistoryHealth) {
 	)
 }
 
+// TeamHealth is what a team's node says of its link.
+type TeamHealth struct {
+	Online  bool  // both of its connections to the team database work
+	Shipped int64 // records shipped since the start
+}
+
+// WatchTeam exports a team node's link, read from f at each scrape:
+// switchyard_team_link_online and switchyard_team_shipped_records_total.
+// Call it once, on a node of a team.
+func (m *Metrics) WatchTeam(f func() TeamHealth) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "switchyard_team_link_online", Help: "1 while this node's link to the team database works, 0 while it is offline.",
+		}, func() float64 {
+			if f().Online {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "switchyard_team_shipped_records_total", Help: "Request records this node shipped to the team database since it started.",
+		}, func() float64 { return float64(f().Shipped) }),
+	)
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})

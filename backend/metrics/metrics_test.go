@@ -72,3 +72,21 @@ func grepLines(s, part string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+func TestTeamSeries(t *testing.T) {
+	m := New()
+	h := TeamHealth{Online: false, Shipped: 7}
+	m.WatchTeam(func() TeamHealth { return h })
+	scrape := func() string {
+		w := httptest.NewRecorder()
+		m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		return w.Body.String()
+	}
+	if body := scrape(); !strings.Contains(body, "switchyard_team_link_online 0") || !strings.Contains(body, "switchyard_team_shipped_records_total 7") {
+		t.Errorf("offline link:\n%s", grepLines(body, "switchyard_team_"))
+	}
+	h.Online = true
+	if body := scrape(); !strings.Contains(body, "switchyard_team_link_online 1") {
+		t.Errorf("online link:\n%s", grepLines(body, "switchyard_team_"))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -267,6 +268,16 @@ func TestTeamDatabaseFaultsLeaveRequestsAlone(t *testing.T) {
 	pg, url, f := teamSetup(t, 1)
 	n := teamNode(t, f, "n1", url)
 	eventually(t, 20*time.Second, "team link online", func() bool { return n.team.Status().Link == team.LinkOnline })
+	// An alert can watch the link.
+	if resp, err := http.Get(n.URL() + "/metrics"); err != nil {
+		t.Error(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "switchyard_team_link_online 1") || !strings.Contains(string(body), "switchyard_team_shipped_records_total") {
+			t.Errorf("/metrics lacks the team's link:\n%s", body)
+		}
+	}
 	served := 0
 	serve := func(k int) {
 		for range k {
@@ -319,6 +330,16 @@ func TestCheckSaysWhatItFoundInTheTeam(t *testing.T) {
 	}
 	n := teamNode(t, f, "n1", url)
 	eventually(t, 20*time.Second, "team link online", func() bool { return n.team.Status().Link == team.LinkOnline })
+	// An alert can watch the link.
+	if resp, err := http.Get(n.URL() + "/metrics"); err != nil {
+		t.Error(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "switchyard_team_link_online 1") || !strings.Contains(string(body), "switchyard_team_shipped_records_total") {
+			t.Errorf("/metrics lacks the team's link:\n%s", body)
+		}
+	}
 	if tc := check(url); tc.Err != nil || tc.Found.Schema != tc.Found.Known || len(tc.Found.Nodes) != 1 || tc.Found.Nodes[0].Name != "n1" {
 		t.Errorf("Check() team with n1 running = %+v; want the schema up to date and node n1", tc)
 	}

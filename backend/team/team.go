@@ -309,6 +309,9 @@ func (t *Team) session(ctx context.Context, i int, fn func(context.Context, *pgx
 	}
 }
 
+// Online reports whether the node's link is up: both its connections.
+func (t *Team) Online() bool { return t.linkUp(0) && t.linkUp(1) }
+
 func (t *Team) linkUp(i int) bool {
 	l := &t.links[i]
 	l.mu.Lock()
@@ -330,7 +333,7 @@ func (t *Team) setLink(i int, up bool, err error) {
 		l.err = err.Error()
 	}
 	l.mu.Unlock()
-	all := t.linkUp(0) && t.linkUp(1)
+	all := t.Online()
 
 	t.saidMu.Lock()
 	defer t.saidMu.Unlock()
