@@ -257,7 +257,9 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 		return nil, err
 	}
 	if s.team != nil {
-		s.metrics.WatchTeam(func() metrics.TeamHealth { return metrics.TeamHealth{Online: s.team.Online(), Shipped: s.team.Shipped()} })
+		s.metrics.WatchTeam(func() metrics.TeamHealth {
+			return metrics.TeamHealth{Online: s.team.Online(), Shipped: s.team.Shipped()}
+		})
 	}
 	s.router = router.New(s.routerFleet(cfg), router.Deps{
 		Recorder:  httpapi.StatusRecorder{Next: s.store},

@@ -234,6 +234,18 @@ func TestTeamSharesWhatItLearns(t *testing.T) {
 	}
 }
 
+// scrape is what sys's /metrics says.
+func scrape(t *testing.T, sys *System) string {
+	t.Helper()
+	resp, err := http.Get(sys.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
+
 func connectTo(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -269,14 +281,8 @@ func TestTeamDatabaseFaultsLeaveRequestsAlone(t *testing.T) {
 	n := teamNode(t, f, "n1", url)
 	eventually(t, 20*time.Second, "team link online", func() bool { return n.team.Status().Link == team.LinkOnline })
 	// An alert can watch the link.
-	if resp, err := http.Get(n.URL() + "/metrics"); err != nil {
-		t.Error(err)
-	} else {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(string(body), "switchyard_team_link_online 1") || !strings.Contains(string(body), "switchyard_team_shipped_records_total") {
-			t.Errorf("/metrics lacks the team's link:\n%s", body)
-		}
+	if m := scrape(t, n); !strings.Contains(m, "switchyard_team_link_online 1") || !strings.Contains(m, "switchyard_team_shipped_records_total") {
+		t.Errorf("/metrics lacks the team's link:\n%s", m)
 	}
 	served := 0
 	serve := func(k int) {
@@ -300,6 +306,9 @@ func TestTeamDatabaseFaultsLeaveRequestsAlone(t *testing.T) {
 		fault.down()
 		serve(10)
 		eventually(t, 30*time.Second, fault.name+": team link offline", func() bool { return n.team.Status().Link == team.LinkOffline })
+		if m := scrape(t, n); !strings.Contains(m, "switchyard_team_link_online 0") {
+			t.Errorf("%s: /metrics does not say the link is offline", fault.name)
+		}
 		serve(5)
 		fault.up()
 		eventually(t, 30*time.Second, fault.name+": every record shipped once", func() bool {
@@ -330,16 +339,6 @@ func TestCheckSaysWhatItFoundInTheTeam(t *testing.T) {
 	}
 	n := teamNode(t, f, "n1", url)
 	eventually(t, 20*time.Second, "team link online", func() bool { return n.team.Status().Link == team.LinkOnline })
-	// An alert can watch the link.
-	if resp, err := http.Get(n.URL() + "/metrics"); err != nil {
-		t.Error(err)
-	} else {
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !strings.Contains(string(body), "switchyard_team_link_online 1") || !strings.Contains(string(body), "switchyard_team_shipped_records_total") {
-			t.Errorf("/metrics lacks the team's link:\n%s", body)
-		}
-	}
 	if tc := check(url); tc.Err != nil || tc.Found.Schema != tc.Found.Known || len(tc.Found.Nodes) != 1 || tc.Found.Nodes[0].Name != "n1" {
 		t.Errorf("Check() team with n1 running = %+v; want the schema up to date and node n1", tc)
 	}
