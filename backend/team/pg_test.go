@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -348,5 +349,47 @@ func TestUpgradeAddsTheReadingToExistingPartitions(t *testing.T) {
 	recs, err := tm.Requests(ctx, "old", 5)
 	if err != nil || len(recs) != 1 || len(recs[0].Attempts) != 1 || recs[0].Attempts[0].Reading != nil {
 		t.Errorf("Requests(old) after the upgrade = %+v, %v; want r1 with its attempt, no reading", recs, err)
+	}
+}
+
+// TestTwoNodesOfOneName: a second Switchyard started under a name a linked
+// node has stays out of the team, saying why, until the first is gone.
+func TestTwoNodesOfOneName(t *testing.T) {
+	url := pgtest.Start(t).NewDatabase()
+	first := start(t, fast(url, "a"))
+	eventually(t, "the first node links", first.Online)
+	var mu sync.Mutex
+	var logged []string
+	o := fast(url, "a")
+	o.Logf = func(f string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logged = append(logged, fmt.Sprintf(f, args...))
+	}
+	second := start(t, o)
+	eventually(t, "the second says why it stays out", func() bool {
+		st := second.Status()
+		return st.Link == LinkOffline && strings.Contains(st.LinkError, "give each node its own team.node")
+	})
+	if !first.Online() {
+		t.Error("the first node lost its link to the second")
+	}
+	// PostgreSQL finds a dead node's connection, and frees its name, in
+	// half a minute rather than the system's two hours.
+	c, err := pgx.ConnectConfig(context.Background(), first.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idle string
+	if err := c.QueryRow(context.Background(), "SHOW tcp_keepalives_idle").Scan(&idle); err != nil || idle != "15" {
+		t.Errorf("tcp_keepalives_idle of a node's connection = %q, %v; want 15", idle, err)
+	}
+	c.Close(context.Background())
+	first.Close()
+	eventually(t, "the second links once the first is gone", second.Online)
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(logged); n < 2 || !strings.Contains(logged[0], "give each node its own team.node") || !strings.Contains(logged[n-1], "linked to the team database as node a") {
+		t.Errorf("log = %q; want why it stayed out, then linked", logged)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,6 +240,16 @@ func New(o Options) (*Team, error) {
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > o.OpTimeout {
 		cfg.ConnectTimeout = o.OpTimeout
 	}
+	// A node whose machine died holds its name's lock (claimName) for as
+	// long as PostgreSQL keeps its connection: keepalives end that in
+	// about half a minute, not the system's two hours, so that the node,
+	// started again, links under its name. A connection string's own
+	// settings win.
+	for k, v := range keepalives {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
 	t := &Team{o: o, cfg: cfg, wake: make(chan struct{}, 1), shrunk: make(chan struct{}, 1), migrated: make(chan struct{})}
 	t.tuned.Store(&tuning{o.OpenFor, o.ProbeFor, o.Retention})
 	t.hash.Store(&o.ConfigHash)
@@ -370,6 +381,9 @@ func (t *Team) work(ctx context.Context, conn *pgx.Conn) error {
 		return err
 	}
 	t.migratedOnce.Do(func() { close(t.migrated) })
+	if err := t.claimName(ctx, conn); err != nil {
+		return err
+	}
 	parts := partitions{}
 	if err := t.beat(ctx, conn, parts); err != nil {
 		return err
@@ -428,6 +442,37 @@ func (t *Team) work(ctx context.Context, conn *pgx.Conn) error {
 			}
 		}
 	}
+}
+
+// ErrNodeTaken: another Switchyard works in the team under this node's
+// name. Two nodes of one name would take each other's shipping cursor and
+// each ignore the other's evidence as its own.
+var ErrNodeTaken = errors.New("another Switchyard is linked to the team under this node's name: give each node its own team.node")
+
+// keepalives are the server's TCP keepalive settings for a node's
+// connections: a dead peer is found within idle + interval × count.
+var keepalives = map[string]string{"tcp_keepalives_idle": "15", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
+
+// nameLockSpace is the first key of the advisory lock a node holds on its
+// name (pg_try_advisory_lock(int, int), apart from the migration's lock).
+const nameLockSpace = 0x53777964 // "Swyd"
+
+// claimName takes, for as long as conn lives, a lock on the node's name:
+// while another node's connection holds it, this node does not work in
+// the team, and tries again as after any failure.
+func (t *Team) claimName(ctx context.Context, conn *pgx.Conn) error {
+	h := fnv.New32a()
+	h.Write([]byte(t.o.Node))
+	octx, cancel := t.op(ctx)
+	defer cancel()
+	var got bool
+	if err := conn.QueryRow(octx, "SELECT pg_try_advisory_lock($1, $2)", int32(nameLockSpace), int32(h.Sum32())).Scan(&got); err != nil {
+		return fmt.Errorf("node name: %w", err)
+	}
+	if !got {
+		return fmt.Errorf("node %s: %w", t.o.Node, ErrNodeTaken)
+	}
+	return nil
 }
 
 // retainEvery is how often a node drops the partitions past retention
