@@ -136,17 +136,18 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // SetCandidates names the model values kept as requested_model labels
 // (candidate ids and aliases); anything else a caller sends is counted as
-// "other", so callers cannot blow up the series count. It also publishes a
-// closed breaker for every candidate not seen yet, and drops the breaker
-// series of candidates no longer configured (their counters stay: what
-// they counted happened).
-func (m *Metrics) SetCandidates(names []string, candidates []string) {
+// "other", so callers cannot blow up the series count. It publishes the
+// breaker state of every candidate in breakers not seen yet (a breaker
+// restored open at start is open), and drops the breaker series of
+// candidates no longer configured (their counters stay: what they counted
+// happened). Later changes come as breaker events.
+func (m *Metrics) SetCandidates(names []string, breakers map[string]fleet.BreakerState) {
 	known := make(map[string]string, len(names))
 	for _, n := range names {
 		known[fleet.ModelKey(n)] = n
 	}
-	now := make(map[string]bool, len(candidates))
-	for _, c := range candidates {
+	now := make(map[string]bool, len(breakers))
+	for c := range breakers {
 		now[c] = true
 	}
 	m.mu.Lock()
@@ -159,10 +160,12 @@ func (m *Metrics) SetCandidates(names []string, candidates []string) {
 			m.breaker.DeleteLabelValues(c)
 		}
 	}
-	m.cands = now
-	for _, c := range candidates {
-		m.breaker.WithLabelValues(c).Add(0)
+	for c, st := range breakers {
+		if !m.cands[c] {
+			m.breaker.WithLabelValues(c).Set(breakerValue(st))
+		}
 	}
+	m.cands = now
 }
 
 func (m *Metrics) modelLabel(model string) string {
@@ -191,7 +194,13 @@ func (m *Metrics) Observe(e fleet.Event) {
 		m.requests.WithLabelValues(m.modelLabel(r.RequestedModel), r.ServedCandidate, strconv.FormatBool(r.IsFallback), string(r.Status)).Inc()
 		m.duration.WithLabelValues(string(r.Status)).Observe(r.Latency.Seconds())
 	case fleet.EventBreaker:
-		m.breaker.WithLabelValues(e.Breaker.Candidate).Set(breakerValue(e.Breaker.To))
+		// A candidate a reload removed may still see its last attempt
+		// end: its state is gone with it.
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		if m.cands[e.Breaker.Candidate] {
+			m.breaker.WithLabelValues(e.Breaker.Candidate).Set(breakerValue(e.Breaker.To))
+		}
 	}
 }
 

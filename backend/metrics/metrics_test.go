@@ -11,7 +11,7 @@ import (
 
 func TestSeries(t *testing.T) {
 	m := New()
-	m.SetCandidates([]string{"auto", "a", "b", "qwen3:8b"}, []string{"a", "b"})
+	m.SetCandidates([]string{"auto", "a", "b", "qwen3:8b", "c"}, map[string]fleet.BreakerState{"a": fleet.BreakerClosed, "b": fleet.BreakerClosed, "c": fleet.BreakerOpen})
 	m.Observe(fleet.Event{Type: fleet.EventAttempt, Attempt: &fleet.Attempt{Candidate: "a", Outcome: fleet.OutcomeTimeout}})
 	m.Observe(fleet.Event{Type: fleet.EventCommit, Attempt: &fleet.Attempt{Candidate: "b", TTFT: 300 * time.Millisecond}})
 	m.Observe(fleet.Event{Type: fleet.EventRequestDone, Request: &fleet.RequestRecord{RequestedModel: "auto", ServedCandidate: "b", IsFallback: true, Status: fleet.StatusOK, Latency: time.Second}})
@@ -38,6 +38,7 @@ func TestSeries(t *testing.T) {
 		`switchyard_request_duration_seconds_count{status="ok"} 5`,
 		`switchyard_breaker_state{candidate="a"} 2`,
 		`switchyard_breaker_state{candidate="b"} 0`,
+		`switchyard_breaker_state{candidate="c"} 2`, // restored open at start
 		`switchyard_gpu_memory_used_bytes{gpu="0"} 1.073741824e+10`,
 		`switchyard_gpu_memory_total_bytes{gpu="0"} 8.589934592e+10`,
 		`go_goroutines`,
@@ -51,7 +52,7 @@ func TestSeries(t *testing.T) {
 	}
 
 	// A reload removes a, whose breaker is open: its state goes, its counts stay.
-	m.SetCandidates([]string{"auto", "b"}, []string{"b"})
+	m.SetCandidates([]string{"auto", "b"}, map[string]fleet.BreakerState{"b": fleet.BreakerOpen})
 	w = httptest.NewRecorder()
 	m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
 	body = w.Body.String()
@@ -60,6 +61,13 @@ func TestSeries(t *testing.T) {
 	}
 	if !strings.Contains(body, `switchyard_attempts_total{candidate="a",outcome="timeout"} 1`) {
 		t.Error("a's counts went with it")
+	}
+	// An attempt on a that was running when it went ends, and its breaker changes: no state comes back.
+	m.Observe(fleet.Event{Type: fleet.EventBreaker, Breaker: &fleet.BreakerChange{Candidate: "a", To: fleet.BreakerOpen}})
+	w = httptest.NewRecorder()
+	m.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if body := w.Body.String(); strings.Contains(body, `switchyard_breaker_state{candidate="a"}`) {
+		t.Errorf("a removed candidate's breaker came back:\n%s", grepLines(body, "switchyard_breaker_state{"))
 	}
 }
 

@@ -381,12 +381,12 @@ func (s *System) restore(ctx context.Context) {
 func (s *System) publishCandidates() {
 	fl := s.router.Fleet()
 	names := []string{router.AliasAuto}
-	var ids []string
+	breakers := map[string]fleet.BreakerState{}
 	for _, t := range fl.Targets {
 		names = append(names, t.Candidate.ID, t.Candidate.Model)
-		ids = append(ids, t.Candidate.ID)
+		breakers[t.Candidate.ID] = s.router.Breaker(t.Candidate.ID).Snapshot().State
 	}
-	s.metrics.SetCandidates(names, ids)
+	s.metrics.SetCandidates(names, breakers)
 }
 
 // bound is the address the listener was asked for: --addr, else the

@@ -288,6 +288,11 @@ func TestKill9UnderLoad(t *testing.T) {
 	if st := sys.router.Breaker("fast-1").Snapshot().State; st != fleet.BreakerOpen {
 		t.Errorf("fast-1 breaker after restart = %s; want open again (it was failing when the server died)", st)
 	}
+	w := httptest.NewRecorder()
+	sys.metrics.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(w.Body.String(), `switchyard_breaker_state{candidate="fast-1"} 2`) {
+		t.Error("/metrics does not say fast-1's restored breaker is open")
+	}
 	if st := sys.router.Breaker("fast-2").Snapshot().State; st != fleet.BreakerClosed {
 		t.Errorf("fast-2 breaker after restart = %s; want closed", st)
 	}
