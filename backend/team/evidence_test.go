@@ -213,8 +213,14 @@ func TestNodesAgeWhileOffline(t *testing.T) {
 	if len(logged) != 1 || !strings.Contains(logged[0], "not linked yet: dial tcp") {
 		t.Errorf("log = %q; want one line saying why the link is not up", logged)
 	}
-	// One connection up while the other is refused (a role that can't
-	// migrate) is no link: nothing more is said.
+	// A role that can't migrate: the status says why, not the waiting
+	// listener's "not connected yet".
+	tm.setLink(0, false, errors.New("team migrate: ERROR: permission denied for schema public (SQLSTATE 42501)"))
+	if st := tm.Status(); st.Link != LinkOffline || !strings.Contains(st.LinkError, "permission denied") {
+		t.Errorf("status = %s %q; want offline with the migration's error", st.Link, st.LinkError)
+	}
+	// One connection up while the other is refused is no link: nothing
+	// more is said.
 	tm.setLink(1, true, nil)
 	tm.setLink(0, false, errors.New("team migrate: ERROR: permission denied for schema public (SQLSTATE 42501)"))
 	if len(logged) != 1 {

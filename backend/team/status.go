@@ -54,7 +54,9 @@ func (t *Team) Status() Status {
 	for i := range t.links {
 		l := &t.links[i]
 		l.mu.Lock()
-		if !l.up {
+		// The working connection's error first: the listener waits for
+		// its migration, and says only "not connected yet" meanwhile.
+		if !l.up && st.Link != LinkOffline {
 			st.Link, st.LinkError = LinkOffline, l.err
 		}
 		if l.since.After(st.LinkSince) {
