@@ -117,7 +117,8 @@ var candidateKeys = []key[Candidate]{
 		"base URL as the server's own clients take it: http://host:11434 (Ollama), http://host:8000/v1 (OpenAI)",
 		httpURL), ollamaRoot),
 	need("model", func(c *Candidate) *string { return &c.Model }, "",
-		"the model name the server knows"),
+		"the model name the server knows",
+		modelName),
 	field("priority", func(c *Candidate) *int { return &c.Priority }, integer, 0,
 		"order after the first choice: lower is tried earlier"),
 	field("enabled", func(c *Candidate) *bool { return &c.Enabled }, boolean, true,
@@ -238,6 +239,15 @@ func exposed(r report, addr string) {
 // maxID is the longest candidate id: a request's model names it, with
 // ":latest" as Ollama's clients write it, within httpapi.MaxModelName.
 const maxID = httpapi.MaxModelName - len(":latest")
+
+// modelName checks a candidate's model: a request may name it, within
+// httpapi.MaxModelName (which also keeps a team's notices about it within
+// PostgreSQL's 8000 bytes).
+func modelName(r report, name string) {
+	if len(name) > httpapi.MaxModelName {
+		r.fail("is %d bytes long: at most %d, so that a request can name it", len(name), httpapi.MaxModelName)
+	}
+}
 
 // apiKey checks the key API callers send: what an Authorization header can
 // carry, no control characters and no spaces around it.

@@ -344,6 +344,7 @@ func TestParseErrors(t *testing.T) {
 		{"an Ollama candidate on /V1", withURL("http://127.0.0.1:11434/V1"), "chat.candidates[0].url", "OpenAI-compatible API", 5},
 		{"url with a password", withURL("http://user:S3cret@127.0.0.1:8000/v1"), "chat.candidates[0].url", "has a user or password in it", 5},
 		{"id too long", strings.Replace(candidateYAML, "id: a", "id: "+strings.Repeat("a", 250), 1), "chat.candidates[0].id", "at most 249", 3},
+		{"model too long", strings.Replace(candidateYAML, "model: m", "model: "+strings.Repeat("m", 8500), 1), "chat.candidates[0].model", "at most 256", 6},
 		{"server_key too long", strings.Replace(candidateYAML, "id: a", "id: a\n      server_key: "+strings.Repeat("k", 9000), 1), "chat.candidates[0].server_key", "at most 200", 4},
 		{"api_key with a newline", "api_key: \"abc\\ndef0123456789012\"\n", "api_key", "control characters", 1},
 		{"duplicate id", candidateYAML + "    - id: a\n      provider: openai\n      url: http://h.invalid:1/v1\n      model: m2\n",
