@@ -112,6 +112,9 @@ type System struct {
 	demoGPUs *simfleet.GPUs // the demo machine's simulated GPUs, nil out of demo mode
 	ln       net.Listener
 	httpSrv  *http.Server
+	// teamInForce is the team block the node started with: edits of it
+	// apply at the next start.
+	teamInForce config.Team
 	// serving counts the handlers running, so that a shutdown that closes
 	// connections still lets their requests be recorded before the
 	// history closes.
@@ -256,6 +259,7 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	if err := s.openTeam(cfg); err != nil {
 		return nil, err
 	}
+	s.teamInForce = cfg.Team
 	if s.team != nil {
 		s.metrics.WatchTeam(func() metrics.TeamHealth {
 			return metrics.TeamHealth{Online: s.team.Online(), Shipped: s.team.Shipped()}

@@ -106,10 +106,17 @@ func (s *System) updateTeam(cands []fleet.Candidate) {
 // noteTeamChange says that an edit of the team block applies at the next
 // start: the node keeps its team, name and connection until then.
 func (s *System) noteTeamChange(prev, next config.Team) {
-	if prev == next {
+	switch {
+	case prev == next:
 		return
+	case next == s.teamInForce:
+		s.o.Logf("config: team.database_env and team.node are back to those in force")
+		return
+	case s.team == nil:
+		s.o.Logf("config: team.database_env and team.node apply at the next start; this node is in no team until then")
+	default:
+		s.o.Logf("config: team.database_env and team.node apply at the next start; this node keeps its team until then")
 	}
-	s.o.Logf("config: team.database_env and team.node apply at the next start; this node keeps its team until then")
 	if next.DatabaseEnv != "" && s.o.Getenv(next.DatabaseEnv) == "" {
 		// The next start would refuse it: say so now, not then.
 		s.o.Logf("config: team.database_env: $%s is empty or unset in this process: set it before the next start, which needs it", next.DatabaseEnv)

@@ -10,9 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -425,44 +423,41 @@ func TestTeamNodeKilledCatchesUp(t *testing.T) {
 func TestTeamEditWaitsForARestart(t *testing.T) {
 	_, url, f := teamSetup(t, 1)
 	cfgPath, db := teamConfig(t, f, "n1", true, "")
-	var mu sync.Mutex
-	var logged []string
-	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: db, Getenv: teamEnv(url),
-		Logf: func(format string, args ...any) {
-			mu.Lock()
-			defer mu.Unlock()
-			logged = append(logged, fmt.Sprintf(format, args...))
-		}})
+	var log logLines
+	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: db, Getenv: teamEnv(url), Logf: log.logf})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sys.Close()
+	apply := func(cfg config.Config) {
+		t.Helper()
+		if err := sys.apply(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg := sys.cfg
 	cfg.Team.Node = "n2"
-	if err := sys.apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "apply at the next start") }) {
-		t.Errorf("log = %q; want the team edit said to wait for a restart", logged)
+	apply(cfg)
+	if !strings.Contains(log.text(), "apply at the next start") {
+		t.Errorf("log = %q; want the team edit said to wait for a restart", log.text())
 	}
 	if sys.team.Node() != "n1" {
 		t.Errorf("node = %s; want n1 until the restart", sys.team.Node())
 	}
-	if slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "is empty or unset") }) {
-		t.Errorf("log = %q; the variable is set", logged)
+	if strings.Contains(log.text(), "is empty or unset") {
+		t.Errorf("log = %q; the variable is set", log.text())
 	}
 	// A variable the next start would not find is said now.
 	cfg.Team.DatabaseEnv = "NOT_SET_ANYWHERE"
-	mu.Unlock()
-	err = sys.apply(cfg)
-	mu.Lock()
-	if err != nil {
-		t.Fatal(err)
+	apply(cfg)
+	if !strings.Contains(log.text(), "$NOT_SET_ANYWHERE is empty or unset") {
+		t.Errorf("log = %q; want the unset variable said before the next start needs it", log.text())
 	}
-	if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "$NOT_SET_ANYWHERE is empty or unset") }) {
-		t.Errorf("log = %q; want the unset variable said before the next start needs it", logged)
+	// Back to the team in force: nothing waits for a restart.
+	cfg.Team.DatabaseEnv, cfg.Team.Node = "TEAM_DB", "n1"
+	apply(cfg)
+	if !strings.HasSuffix(log.text(), "config: team.database_env and team.node are back to those in force\nconfig "+cfgPath+" applied") {
+		t.Errorf("log = %q; want the team said back to the one in force", log.text())
 	}
 }
 
@@ -490,5 +485,30 @@ func TestConfigHashIsTheSharedConfig(t *testing.T) {
 	}
 	if rules := parse("selection: {failure_threshold: 3}\n" + fleetA); configHash(rules) == configHash(one) {
 		t.Error("other selection rules have the same hash")
+	}
+}
+
+// TestTeamAddedByAReloadWaitsForARestart: a node in no team that is given
+// one by a reload says it stays out until the next start.
+func TestTeamAddedByAReloadWaitsForARestart(t *testing.T) {
+	f, err := simfleet.StartFast(1, fleet.ProviderOpenAI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfgPath, db := teamConfig(t, f, "n1", false, "")
+	var log logLines
+	sys, err := New(t.Context(), Options{ConfigPath: cfgPath, Addr: "127.0.0.1:0", DBPath: db, Getenv: teamEnv("postgres://127.0.0.1:1/x"), Logf: log.logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	cfg := sys.cfg
+	cfg.Team.DatabaseEnv = "TEAM_DB"
+	if err := sys.apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.text(), "config: team.database_env and team.node apply at the next start; this node is in no team until then") {
+		t.Errorf("log = %q; want the team said to wait for the next start", log.text())
 	}
 }
