@@ -40,6 +40,11 @@ describe('renderMarkdown', () => {
     expect(d.innerHTML).not.toContain('onerror');
   });
 
+  it('an image inside a link is the link\'s text, not a second link', () => {
+    const d = dom(renderMarkdown('[![badge](https://example.test/b.svg)](https://example.test/page)'));
+    expect([...d.querySelectorAll('a')].map((a) => [a.getAttribute('href'), a.textContent])).toEqual([['https://example.test/page', 'image: badge']]);
+  });
+
   it('keeps a link made from a hostile image harmless', () => {
     const d = dom(renderMarkdown('<img src="javascript:alert(1)" alt="&quot;><script>x()</script>">'));
     expect(d.querySelector('script')).toBeNull();

@@ -30,10 +30,13 @@ function hook(): void {
       // not an absolute URL
     }
     const web = url && (url.protocol === 'http:' || url.protocol === 'https:');
-    const el = doc.createElement(web ? 'a' : 'span');
+    // An image inside a link ([![alt](img)](page)) is that link's text: a
+    // link in a link would split it.
+    const link = web && !node.closest('a');
+    const el = doc.createElement(link ? 'a' : 'span');
     el.className = 'md-image';
     el.textContent = `image: ${alt || (web ? url!.host : 'not shown')}`;
-    if (web) {
+    if (link) {
       el.setAttribute('href', url!.href);
       el.setAttribute('target', '_blank');
       el.setAttribute('rel', 'noopener noreferrer');
