@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -264,5 +266,33 @@ func TestLimitedBodyReadAllocatesNothing(t *testing.T) {
 	}
 	if b.over {
 		t.Error("a body under the limit was taken for one over it")
+	}
+}
+
+// A large body that says its length is read into one buffer of that
+// length, not grown by doubling (twice its size for a request carrying
+// images); one that does not say it is read whole all the same.
+func TestLargeBodyIsReadIntoOneBuffer(t *testing.T) {
+	body := bytes.Repeat([]byte("A"), 4<<20)
+	req := func(announce bool) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		if !announce {
+			r.ContentLength = -1
+		}
+		return r
+	}
+	var before, after runtime.MemStats
+	r := req(true)
+	runtime.ReadMemStats(&before)
+	got, err := readBody(r)
+	runtime.ReadMemStats(&after)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("readBody() = %d bytes, %v; want the body", len(got), err)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > uint64(len(body))*11/10 {
+		t.Errorf("reading a %d-byte body allocated %d bytes; want about its size", len(body), allocated)
+	}
+	if got, err := readBody(req(false)); err != nil || !bytes.Equal(got, body) {
+		t.Errorf("readBody() of a body of unknown length = %d bytes, %v; want the body", len(got), err)
 	}
 }

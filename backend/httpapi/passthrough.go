@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -64,7 +63,7 @@ func (s *Server) passThrough(writeErr func(http.ResponseWriter, int, string)) ht
 		}
 		rc := http.NewResponseController(w)
 		rc.SetReadDeadline(time.Now().Add(s.o.BodyReadTimeout))
-		body, err := io.ReadAll(r.Body)
+		body, err := readBody(r)
 		if err != nil {
 			status, err := s.bodyError(err)
 			writeErr(w, status, err.Error())
