@@ -446,7 +446,8 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     assert.equal(await panel.getByTestId('gpu-models-0').innerText(), 'Models on it: qwen3:8b, nomic-embed-text:latest');
     assert.equal(await panel.getByTestId('gpu-models-1').innerText(), 'Models on it: llama3.2:3b');
     await panel.locator('[data-testid=gpu-history-0] polyline').waitFor({ state: 'attached', timeout: 15_000 });
-    assert.match(await panel.getByTestId('gpu-history-0').innerText(), /^Memory used, last \d+ min · peak 9\.0 GiB$/);
+    // A few readings 5 s apart: the span is said in seconds.
+    assert.match(await panel.getByTestId('gpu-history-0').innerText(), /^Memory used, last \d+ s · peak 9\.0 GiB$/);
     await shotOf(panel, 'ui-gpu-simulated');
 
     await page.getByTestId('preset-gpu-memory-pressure-on-qwen3-8b').click();
