@@ -292,7 +292,7 @@ func (a *attempt) release() error {
 	a.inflight.Add(-1)
 	now := time.Now()
 	a.endStuck = a.stuckFor(now) // with this attempt still among those waiting
-	a.r.waitEnded(a.e.target.Candidate.ID, now, a.tokened.Load())
+	a.r.waitEnded(a.e.target.Candidate.ID, now, a.tokened.Load(), now.Sub(a.rec.StartedAt))
 	a.rec.Duration = now.Sub(a.rec.StartedAt)
 	if a.extended.Load() {
 		a.rec.Deadline = a.ceiling

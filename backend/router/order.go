@@ -231,25 +231,48 @@ func (r *Router) balance(st *state, req *fleet.Request, ordered []*Target, now t
 }
 
 // sortBand orders band by the predicted time to its first token, the id
-// order kept for ties.
+// order kept for ties. A member nobody has timed yet is predicted as fast
+// as the fastest timed one, so it gets to show what it does, and no
+// faster: its queue counts as any other's.
 func (r *Router) sortBand(band []*Target, now time.Time) {
 	if len(band) < 2 {
 		return
 	}
+	type guess struct{ warm, load time.Duration }
+	guesses := make(map[string]guess, len(band))
+	var fastest time.Duration
+	for _, t := range band {
+		warm, load := r.deps.Deadlines.Predict(t.Candidate)
+		guesses[t.Candidate.ID] = guess{warm, load}
+		if warm > 0 && (fastest == 0 || warm < fastest) {
+			fastest = warm
+		}
+	}
 	eta := make(map[string]time.Duration, len(band))
 	for _, t := range band {
-		eta[t.Candidate.ID] = r.predict(t.Candidate, now)
+		g := guesses[t.Candidate.ID]
+		if g.warm == 0 {
+			g.warm = fastest
+		}
+		eta[t.Candidate.ID] = r.predict(t.Candidate, now, g.warm, g.load)
 	}
 	slices.SortStableFunc(band, func(a, b *Target) int { return cmp.Compare(eta[a.Candidate.ID], eta[b.Candidate.ID]) })
 }
 
+// minService is the least a request ahead in a queue is taken to cost: a
+// generation on a real server rarely ends within a second, and a request
+// of another client, whose length nobody here knows, may run far longer.
+const minService = time.Second
+
 // predict is when c would give a new request its first token: the load
-// of a model that is not resident, then its warm TTFT for itself and for
-// each request ahead of it in its server's queue, from every client as far
-// as the server shows it (Switchyard's own running requests, what the
-// server reports running and waiting).
-func (r *Router) predict(c fleet.Candidate, now time.Time) time.Duration {
-	warm, load := r.deps.Deadlines.Predict(c)
+// of a model that is not resident, the wait for the requests ahead of it
+// in its server's queue, from every client as far as the server shows it
+// (Switchyard's own running requests, what the server reports running and
+// waiting), then its warm TTFT. Each request ahead costs what c's answers
+// take (marks.service), and at least minService; a server of unknown
+// capacity is taken to run one at a time, so that among servers that say
+// nothing the one with the fewest requests goes first.
+func (r *Router) predict(c fleet.Candidate, now time.Time, warm, load time.Duration) time.Duration {
 	v := r.view(c, now)
 	running, waiting := v.inflight, 0
 	if cp := r.deps.Capacity; cp != nil {
@@ -257,13 +280,13 @@ func (r *Router) predict(c fleet.Candidate, now time.Time) time.Duration {
 			running, waiting = max(running, run), wait
 		}
 	}
-	ahead := waiting
-	if v.slots > 0 {
-		ahead = max(running+waiting-v.slots+1, 0)
-	}
-	// A candidate nobody has timed yet is predicted as fast as the
-	// fastest, so it gets to show what it does.
-	return load + warm*time.Duration(1+ahead) + time.Duration(ahead)*time.Millisecond
+	slots := max(v.slots, 1)
+	ahead := max(running+waiting-slots+1, 0)
+	m := r.mark(c.ID)
+	r.marksMu.Lock()
+	service := max(m.service, minService)
+	r.marksMu.Unlock()
+	return load + time.Duration(ahead)*service/time.Duration(slots) + warm
 }
 
 func (r *Router) missingSince(id string) time.Time {

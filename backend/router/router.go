@@ -210,6 +210,10 @@ type marks struct {
 	// with no answer since; crashed says there is one.
 	crash   uint64
 	crashed bool
+	// service is how long its answers take, first token to end, as a
+	// moving average of the attempts on it that answered: what a request
+	// ahead of a new one in its server's queue costs it (predict).
+	service time.Duration
 }
 
 // state is an immutable snapshot of the fleet; Update replaces it.
@@ -522,13 +526,18 @@ func (r *Router) firstToken(id string, now time.Time) {
 // waitEnded notes that an attempt on candidate id ended at now, after its
 // first token (answered: the end of an answer is an answer too) or
 // without one.
-func (r *Router) waitEnded(id string, now time.Time, answered bool) {
+func (r *Router) waitEnded(id string, now time.Time, answered bool, took time.Duration) {
 	m := r.mark(id)
 	r.marksMu.Lock()
 	defer r.marksMu.Unlock()
 	if answered {
 		m.answering--
 		m.answeredAt(now)
+		if m.service == 0 {
+			m.service = took
+		} else {
+			m.service += (took - m.service) / 4
+		}
 		return
 	}
 	m.waiting--

@@ -272,6 +272,18 @@ func TestBands(t *testing.T) {
 			&fakeCapacity{slots: map[string]int{"a": 1, "b": 1, "c": 1}, queue: map[string][2]int{"b": {1, 2}}}, nil, "", "a,c,b"},
 		{"a model name served by all three", "", map[string]time.Duration{"a": 900 * ms, "b": 300 * ms, "c": 500 * ms}, nil, nil, "qwen3:8b", "b,c,a"},
 		{"a candidate named by its id keeps its place", "", map[string]time.Duration{"a": 900 * ms, "b": 300 * ms, "c": 500 * ms}, nil, nil, "a", "a,b,c"},
+		// A request ahead costs an answer's time, not a first token's: an
+		// idle server beats a busy one whose first tokens are faster.
+		{"an idle server before a faster one busy with another client's work", "", map[string]time.Duration{"a": 50 * ms, "b": 150 * ms, "c": 150 * ms},
+			&fakeCapacity{slots: map[string]int{"a": 1, "b": 1, "c": 1}, queue: map[string][2]int{"a": {1, 0}, "c": {1, 0}}}, nil, "", "b,a,c"},
+		// Nobody has timed b: it is taken to be as fast as the fastest, and
+		// its queue counts.
+		{"an untimed server full of requests after an idle timed one", "", map[string]time.Duration{"a": 51 * ms, "c": 400 * ms},
+			&fakeCapacity{slots: map[string]int{"a": 4, "b": 4, "c": 4}}, map[string]int{"b": 6}, "", "a,c,b"},
+		{"an untimed idle server as fast as the fastest", "", map[string]time.Duration{"a": 51 * ms, "c": 400 * ms}, nil, nil, "", "a,b,c"},
+		// Servers that report no capacity: the fewest requests in flight first.
+		{"servers that say nothing share by the requests Switchyard has on them", "", map[string]time.Duration{"a": 50 * ms, "b": 50 * ms, "c": 50 * ms},
+			nil, map[string]int{"a": 10, "b": 2}, "", "c,b,a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := band(tc.balance, tc.warm, tc.caps, tc.inflight, tc.model); got != tc.want {
@@ -650,4 +662,36 @@ func (b *thenBackend) Open(ctx context.Context, c fleet.Candidate, req *fleet.Re
 		b.once.Do(func() { b.set(b.id, b.next) })
 	}
 	return s, err
+}
+
+// A request ahead costs what the server's answers take, learned from the
+// answers it gave: of two busy servers, the one that ends its answers
+// sooner goes first.
+func TestBandsLearnHowLongAnswersTake(t *testing.T) {
+	f := newFake(map[string]script{"a": answer("A"), "b": answer("B")})
+	fl := testFleet(f, Settings{})
+	fl.Targets = fl.Targets[:2]
+	for i := range fl.Targets {
+		fl.Targets[i].Candidate.Priority = 1
+		fl.Targets[i].Candidate.Model = "qwen3:8b"
+	}
+	caps := &fakeCapacity{slots: map[string]int{"a": 1, "b": 1}, queue: map[string][2]int{"a": {1, 0}, "b": {1, 0}}}
+	r := New(fl, Deps{Deadlines: predicted{"a": 50 * time.Millisecond, "b": 80 * time.Millisecond}, Capacity: caps})
+	now := time.Now()
+	for range 8 {
+		r.mark("a").answering++
+		r.waitEnded("a", now, true, 20*time.Second)
+		r.mark("b").answering++
+		r.waitEnded("b", now, true, 3*time.Second)
+	}
+	p, err := r.plan(r.state.Load(), &fleet.Request{}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := p.entries[0].target.Candidate.ID; first != "b" {
+		t.Errorf("first = %s; want b, whose answers end in 3 s where a's take 20", first)
+	}
+	if s := r.mark("a").service; s < 15*time.Second || s > 20*time.Second {
+		t.Errorf("a's answers take %v by its average; want about 20s", s)
+	}
 }
