@@ -99,16 +99,24 @@ const FallbackReasonLimit = 400
 // FallbackReason is why a request was served by another than its first
 // choice, one line in plain words: the Reason of each attempt that failed
 // or was skipped before the serving one, and of each demoted candidate
-// whose turn never came, joined by "; ". It is "" when nothing stood in
-// the way. Control characters are spaces; the line is clipped to
+// whose turn never came, joined by "; "; when none did, that the first
+// choice lost a hedge. It is "" when nothing stood in the way. Control characters are spaces; the line is clipped to
 // FallbackReasonLimit bytes.
 func (m Meta) FallbackReason() string {
-	var parts []string
+	var parts, slower []string
 	for _, a := range append(append([]fleet.Attempt(nil), m.Attempts...), m.Demoted...) {
-		if a.Outcome == fleet.OutcomeSuccess || a.Outcome == fleet.OutcomeHedgeLost {
-			continue
+		switch a.Outcome {
+		case fleet.OutcomeSuccess:
+		case fleet.OutcomeHedgeLost:
+			slower = append(slower, Reason(a))
+		default:
+			parts = append(parts, Reason(a))
 		}
-		parts = append(parts, Reason(a))
+	}
+	if len(parts) == 0 {
+		// Nothing failed: the first choice was only slower than a
+		// candidate asked beside it (a hedge), and that is the reason.
+		parts = slower
 	}
 	line := strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f {

@@ -52,6 +52,10 @@ func TestFallbackReasonIsOneBoundedLine(t *testing.T) {
 	if got, want := m.FallbackReason(), "a: no first token in 3s; c: line  break, tried last"; got != want {
 		t.Errorf("FallbackReason() = %q; want %q", got, want)
 	}
+	hedged := Meta{Attempts: []fleet.Attempt{{Candidate: "a", Outcome: fleet.OutcomeHedgeLost}, {Candidate: "b", Outcome: fleet.OutcomeSuccess}}}
+	if got, want := hedged.FallbackReason(), "a was slower than another candidate asked at the same time"; got != want {
+		t.Errorf("FallbackReason() of a hedge won by the second = %q; want %q", got, want)
+	}
 	if got := (Meta{}).FallbackReason(); got != "" {
 		t.Errorf("FallbackReason() of no attempts = %q; want empty", got)
 	}
