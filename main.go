@@ -100,6 +100,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "bench":
 		return benchmark(rest, stdout, stderr)
 	case "version", "--version":
+		fl := newCommand("version", "Print this Switchyard's version.", stdout, stderr)
+		if exit, ok := fl.parse(rest); !ok {
+			return exit
+		}
 		fmt.Fprintln(stdout, "switchyard", version)
 		return exitOK
 	case "help", "-h", "--help":

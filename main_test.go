@@ -47,6 +47,8 @@ func TestCommandLine(t *testing.T) {
 		errOneLine bool
 	}{
 		{name: "version", args: []string{"version"}, wantCode: exitOK, wantOut: "switchyard 0."},
+		{name: "version --help is its help", args: []string{"version", "--help"}, wantCode: exitOK, wantOut: "Usage: switchyard version"},
+		{name: "version with an argument", args: []string{"version", "extra"}, wantCode: exitUsage, wantErr: `unexpected argument "extra"`, errOneLine: true},
 		{name: "no command in the headless build says how to get the window", args: nil, wantCode: exitUsage,
 			wantErr: "this is the headless build, without the window: run `make run`", errOneLine: true},
 		{name: "help", args: []string{"help"}, wantCode: exitOK, wantOut: "switchyard serve"},
