@@ -255,6 +255,8 @@ func desktop(stderr io.Writer) int {
 	done := make(chan error, 1)
 	go func() { done <- sys.Run(ctx) }()
 	o.Logf("desktop app; API on %s", sys.URL())
+	// As serve says them; off the window's start, as the servers are asked.
+	go sayStart(ctx, o.Logf, sys)
 
 	ui, _ := fs.Sub(assets, "frontend/dist")
 	err = runWails(&options.App{

@@ -85,6 +85,17 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// sayStart logs what serve and the window say as they start: a line per
+// candidate (whether its server answers and serves its model), the config
+// in force and where the history is kept.
+func sayStart(ctx context.Context, logf func(string, ...any), sys *system.System) {
+	for _, line := range sys.CandidateLines(ctx) {
+		logf("%s", line)
+	}
+	logf("%s", sys.ConfigLine())
+	logf("history: %s", sys.HistoryPath())
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		return desktop(stderr)
@@ -187,11 +198,7 @@ func serve(cmd string, args []string, stdout, stderr io.Writer) int {
 	if sys.Source() == system.SourceDemo {
 		label = " (demo fleet: simulated servers)"
 	}
-	for _, line := range sys.CandidateLines(ctx) {
-		o.Logf("%s", line)
-	}
-	o.Logf("%s", sys.ConfigLine())
-	o.Logf("history: %s", sys.HistoryPath())
+	sayStart(ctx, o.Logf, sys)
 	o.Logf("serving on %s%s — open %s/ for the UI; press Ctrl+C to stop", sys.Addr(), label, sys.URL())
 	if err := sys.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "switchyard: %v\n", err)

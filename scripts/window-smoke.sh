@@ -35,6 +35,9 @@ xvfb-run -a -s "-screen 0 1280x820x24" bash -euo pipefail -c '
     sleep 0.5
   done
   [ "$colours" -gt 16 ] || fail "the window stayed blank ($colours colours)"
+  # It says at start what serve says: the config in force and where the history is kept.
+  for i in $(seq 1 40); do grep -q "^switchyard: .* history: " "$LOG" && break; sleep 0.25; done
+  grep -q "^switchyard: .* history: " "$LOG" || fail "the log does not say where the history is kept"
   title=$(xwininfo -root -tree | grep -o "\"Switchyard[^\"]*\"" | head -1)
   echo "window smoke: window $title, $colours colours, screenshot $ART/desktop-window.png"
   kill -TERM $pid

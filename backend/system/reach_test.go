@@ -259,3 +259,19 @@ func TestListsModels(t *testing.T) {
 		}
 	}
 }
+
+// A config with no enabled candidate is said at start-up: every chat would
+// get 503 otherwise, with no word why until one was tried.
+func TestNoCandidateIsSaid(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte("listen: 127.0.0.1:8484\n"), 0o600)
+	sys, err := New(t.Context(), Options{ConfigPath: cfg, ConfigHome: dir, DataHome: dir, Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	if got := sys.CandidateLines(t.Context()); len(got) != 1 || !strings.HasPrefix(got[0], "no candidate is enabled") || !strings.Contains(got[0], "chat.candidates") {
+		t.Errorf("CandidateLines() = %q; want one line saying none is enabled and where to add one", got)
+	}
+}
