@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard/switchyard/backend/config"
 	"github.com/switchyard/switchyard/backend/fleet"
 	"github.com/switchyard/switchyard/backend/schema"
 	"github.com/switchyard/switchyard/backend/simfleet"
@@ -273,5 +274,27 @@ func TestNoCandidateIsSaid(t *testing.T) {
 	defer sys.Close()
 	if got := sys.CandidateLines(t.Context()); len(got) != 1 || !strings.HasPrefix(got[0], "no candidate is enabled") || !strings.Contains(got[0], "chat.candidates") {
 		t.Errorf("CandidateLines() = %q; want one line saying none is enabled and where to add one", got)
+	}
+}
+
+// The demo starts though the user's own config, not named, is broken: it
+// says so and runs on the defaults. A file named with --config is still
+// refused.
+func TestDemoStartsBesideABrokenConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := config.DefaultPath(dir)
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, []byte("chat:\n  candidates:\n    - {id: a, provider: ollama, url: \"http://127.0.0.1:1\", model: m, priorty: 1}\n"), 0o600)
+	var log logLines
+	sys, err := New(t.Context(), Options{Demo: true, Addr: "127.0.0.1:0", ConfigHome: dir, DataHome: dir, Logf: log.logf})
+	if err != nil {
+		t.Fatalf("New(demo) beside a broken config = %v; want the demo", err)
+	}
+	sys.Close()
+	if !strings.Contains(log.text(), "priorty") || !strings.Contains(log.text(), "the demo runs on the default settings") {
+		t.Errorf("log = %q; want the config's error and that the demo runs on defaults", log.text())
+	}
+	if _, err := New(t.Context(), Options{Demo: true, Addr: "127.0.0.1:0", ConfigPath: path, DataHome: dir}); err == nil {
+		t.Error("New(demo, --config broken) = nil; want the config's error")
 	}
 }

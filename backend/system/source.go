@@ -29,6 +29,15 @@ func (s *System) readConfig() error {
 	switch {
 	case err == nil:
 		cfg, err := config.Load(path)
+		if err != nil && s.o.Demo && s.o.ConfigPath == "" {
+			// The demo replaces the candidates anyway: a broken file of
+			// the user's own, not named, must not keep them from trying
+			// it. Said, and left alone.
+			s.o.Logf("%v", err)
+			s.o.Logf("the demo runs on the default settings; the file above stays as it is")
+			s.cfg, s.source = config.Default(), ""
+			return nil
+		}
 		if err != nil {
 			return err
 		}
