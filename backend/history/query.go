@@ -106,16 +106,27 @@ func listQuery(f Filter, before int64) (string, []any) {
 		where = append(where, "(started_at, id) < (?, ?)")
 		args = append(args, before, f.Before)
 	}
+	// Of several filters, the one likely to match least reads its index
+	// and the others are tested on what it finds ("+" keeps SQLite off
+	// their indexes): without statistics it would take the larger one,
+	// and a pair that matches nothing would read the whole of it.
+	lead := leadFilter(f)
+	on := func(column, name string) string {
+		if name == lead {
+			return column + " = ?"
+		}
+		return "+" + column + " = ?"
+	}
 	if f.ServedCandidate != "" {
-		where = append(where, "served_candidate = ?")
+		where = append(where, on("served_candidate", "served"))
 		args = append(args, f.ServedCandidate)
 	}
 	if f.Fallback != nil {
-		where = append(where, "is_fallback = ?")
+		where = append(where, on("is_fallback", "fallback"))
 		args = append(args, flag(*f.Fallback))
 	}
 	if f.Status != "" {
-		where = append(where, "status = ?")
+		where = append(where, on("status", "status"))
 		args = append(args, string(f.Status))
 	}
 	if !f.Since.IsZero() {
@@ -132,6 +143,26 @@ func listQuery(f Filter, before int64) (string, []any) {
 	}
 	q += " ORDER BY started_at DESC, id DESC LIMIT ?"
 	return q, append(args, limitOf(f))
+}
+
+// leadFilter names the filter of f whose index a list reads: a status
+// other than ok (failures are few), then fallbacks (a few in ten), then a
+// served candidate (one of several), then the common values, ok and not a
+// fallback. "" when f has none.
+func leadFilter(f Filter) string {
+	switch {
+	case f.Status != "" && f.Status != fleet.StatusOK:
+		return "status"
+	case f.Fallback != nil && *f.Fallback:
+		return "fallback"
+	case f.ServedCandidate != "":
+		return "served"
+	case f.Status != "":
+		return "status"
+	case f.Fallback != nil:
+		return "fallback"
+	}
+	return ""
 }
 
 // Request returns the request with id and its attempts, or an error

@@ -330,6 +330,23 @@ func TestQueriesUseTheirIndexes(t *testing.T) {
 		q, args := listQuery(f, t0.UnixMilli())
 		check(name, plan(t, s.db, q, args...), "USING INDEX requests_")
 	}
+	// Two filters: the index of the one likely to match least, whichever
+	// SQLite would take (it took the larger, and read all of it for a pair
+	// that matched nothing).
+	for _, c := range []struct {
+		f    Filter
+		want string
+	}{
+		{Filter{Status: fleet.StatusShutdown, Fallback: &no}, "requests_status"},
+		{Filter{Status: fleet.StatusFailed, Fallback: &yes}, "requests_status"},
+		{Filter{Status: fleet.StatusOK, Fallback: &yes}, "requests_fallback"},
+		{Filter{Status: fleet.StatusFailed, ServedCandidate: "a"}, "requests_status"},
+		{Filter{Status: fleet.StatusOK, ServedCandidate: "a"}, "requests_served_candidate"},
+		{Filter{Fallback: &no, ServedCandidate: "a", Before: "r00010"}, "requests_served_candidate"},
+	} {
+		q, args := listQuery(c.f, t0.UnixMilli())
+		check(fmt.Sprintf("%+v", c.f), plan(t, s.db, q, args...), "USING INDEX "+c.want+" ")
+	}
 	// The list with no filter walks the time index backwards, a page's worth.
 	q, args := listQuery(Filter{}, 0)
 	if got := plan(t, s.db, q, args...); !slices.Equal(got, []string{"SCAN requests USING INDEX requests_started_at"}) {
