@@ -127,6 +127,8 @@ func TestHistoryQueries(t *testing.T) {
 		{"/switchyard/v1/stats?since=-1h", "since: expected a positive duration", 400},
 		{"/switchyard/v1/stats?bucket=10ms", "bucket: at least 1s", 400},
 		{"/switchyard/v1/stats?since=720h&bucket=1s", "at most 10000 buckets", 400},
+		{"/switchyard/v1/stats?since=720h&bucket=301s", "bucket: a whole number of minutes for a window over 1h0m0s", 400},
+		{"/switchyard/v1/stats?since=1h&bucket=17s", `"ttft":[]`, 200},
 		{"/switchyard/v1/stats?since=1h&bucket=1m", `"ttft":[]`, 200},
 		{"/switchyard/v1/requests/" + strings.Repeat("r", 60000), "no request rrr", 404},
 	} {

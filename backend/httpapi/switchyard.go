@@ -149,6 +149,10 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, schema.NewRequest(rec))
 }
 
+// maxScannedWindow is the longest stats window whose bucket may be other
+// than whole minutes.
+const maxScannedWindow = time.Hour
+
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	if s.o.History == nil {
 		writeJSONError(w, http.StatusNotFound, "history is off")
@@ -167,6 +171,13 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	}
 	if bucket < time.Second || since/bucket > 10000 {
 		writeJSONError(w, http.StatusBadRequest, "bucket: at least 1s and at most 10000 buckets")
+		return
+	}
+	// A bucket of whole minutes is read from the roll-ups; any other reads
+	// every request of the window (docs/DESIGN.md, "Growth and bounds"),
+	// which a window of an hour keeps small.
+	if bucket%time.Minute != 0 && since > maxScannedWindow {
+		writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("bucket: a whole number of minutes for a window over %v (one of seconds reads every request in it)", maxScannedWindow))
 		return
 	}
 	from := time.Now().Add(-since)
