@@ -168,6 +168,35 @@ describe('HistoryScreen', () => {
     }
   });
 
+  it('keeps the rows the reader paged in when live requests come', async () => {
+    const f = fakeClient();
+    const live = new LiveStore(f.client);
+    await show(<HistoryScreen client={f.client} live={live} selected={null} onSelect={() => {}} />);
+    await settle();
+    const at = (i: number) => new Date(Date.UTC(2026, 0, 1) - i * 1000).toISOString();
+    const rows = (from: number, n: number) => Array.from({ length: n }, (_, i) => rec({ id: `r${String(from + i).padStart(5, '0')}`, status: 'ok', started_at: at(from + i) }));
+    await act(async () => f.requests.calls[0]!.resolve(rows(0, 50)));
+    await settle();
+    // Paged in to 600 rows.
+    for (let k = 1; k < 12; k++) {
+      (root.querySelector('.load-more') as HTMLButtonElement).click();
+      await settle();
+      await act(async () => f.requests.calls[k]!.resolve(rows(k * 50, 50)));
+      await settle();
+    }
+    const shown = () => root.querySelectorAll('[data-testid=history-row]').length;
+    expect(shown()).toBe(600);
+    // Thirty new requests: the 600 stay 600, the oldest going as the new come.
+    for (let i = 0; i < 30; i++) {
+      const r = rec({ id: `n${i}`, status: 'ok', started_at: new Date(Date.UTC(2026, 0, 2) + i * 1000).toISOString() });
+      await act(() => live.apply({ type: 'request_done', data: { request_id: r.id, request: r } } as LiveEvent, i));
+    }
+    await settle();
+    expect(shown()).toBe(600);
+    expect(root.querySelector('[data-testid=history-row]')!.getAttribute('data-request-id')).toBe('n29');
+    expect(root.querySelector('.load-more')).not.toBeNull();
+  });
+
   it('a change of filters aborts the older page on its way', async () => {
     const f = fakeClient();
     const live = new LiveStore(f.client);

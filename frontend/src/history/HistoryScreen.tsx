@@ -17,13 +17,21 @@ interface Props {
   onSelect(id: string | null): void;
 }
 
-/** The rows shown, and whether older ones are left to load. */
+/**
+ * The rows shown, whether older ones are left to load, and how many rows
+ * live updates keep: the rows the reader paged in stay, the oldest go as
+ * new ones come.
+ */
 interface Page {
   rows: RequestRecord[];
   more: boolean;
+  keep: number;
 }
 
-const page = (rows: RequestRecord[]): Page => ({ rows, more: rows.length >= PAGE });
+/** How many rows live updates keep before the reader pages in more. */
+const KEEP = 500;
+
+const page = (rows: RequestRecord[]): Page => ({ rows, more: rows.length >= PAGE, keep: KEEP });
 
 export function HistoryScreen({ client, live, selected, onSelect }: Props) {
   useObservable(live);
@@ -48,10 +56,10 @@ export function HistoryScreen({ client, live, selected, onSelect }: Props) {
     older.run(
       (signal) => client.requests(toQuery(filters, Date.now(), last.id), signal),
       (rs) =>
-        update((cur) => ({
-          rows: [...cur.rows, ...rs.filter((r) => !cur.rows.some((c) => c.id === r.id))],
-          more: page(rs).more,
-        })),
+        update((cur) => {
+          const rows = [...cur.rows, ...rs.filter((r) => !cur.rows.some((c) => c.id === r.id))];
+          return { rows, more: page(rs).more, keep: Math.max(cur.keep, rows.length) };
+        }),
     );
   };
 
@@ -70,7 +78,13 @@ export function HistoryScreen({ client, live, selected, onSelect }: Props) {
   useEffect(
     () =>
       live.onRequestDone((r) => {
-        if (matches(r, filters)) update((p) => ({ ...p, rows: mergeInOrder(p.rows, r) }));
+        if (matches(r, filters))
+          update((p) => {
+            const rows = mergeInOrder(p.rows, r, p.keep);
+            const grown = p.rows.some((x) => x.id === r.id) ? 0 : 1;
+            // A row that went at the bottom can be paged in again.
+            return { ...p, rows, more: p.more || rows.length < p.rows.length + grown };
+          });
         const now = Date.now();
         if (now - lastChartBump.current > 10000) {
           lastChartBump.current = now;
