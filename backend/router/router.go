@@ -392,7 +392,7 @@ type view struct {
 	inflight  int // this node's requests and, in a team, the others' (remote)
 	remote    int
 	slots     int
-	saturated bool            // its slots are taken by Switchyard's requests, or its server says requests wait
+	saturated bool            // its slots are all taken (by Switchyard's requests, or any client's as its server reports them), or its server says requests wait
 	lacks     map[string]bool // what its server said the model can't do; read only
 }
 
@@ -420,6 +420,11 @@ func (r *Router) view(c fleet.Candidate, now time.Time) view {
 			loadingMark = false // healthy since the loading answer: back at once
 		}
 		v.saturated = cp.Waiting(c)
+		// Every slot busy, whoever's the work (llama.cpp's /slots): a new
+		// request waits in its queue (SPEC 2.4).
+		if run, wait, ok := cp.Queue(c); ok && v.slots > 0 && run+wait >= v.slots {
+			v.saturated = true
+		}
 	}
 	v.loading = loadingMark
 	if v.slots > 0 && v.inflight >= v.slots {
