@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/config"
@@ -79,7 +80,7 @@ func candidatesOf(probes []Probe, logf func(string, ...any)) []config.Candidate 
 		if p.Provider == fleet.ProviderOllama {
 			logf("found Ollama at %s with %d models", p.URL, len(p.Models))
 			for _, m := range p.Models {
-				add(config.Candidate{ID: sanitizeID(m.Name), Provider: fleet.ProviderOllama, URL: p.URL, Model: m.Name,
+				add(config.Candidate{ID: sanitizeID(strings.TrimSuffix(m.Name, ":latest")), Provider: fleet.ProviderOllama, URL: p.URL, Model: m.Name,
 					SupportsThinking: m.Thinking, Embeddings: m.Embeds(), Size: uint64(max(m.Size, 0))})
 			}
 			continue

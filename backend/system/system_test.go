@@ -645,7 +645,7 @@ func tail(s string, n int) string {
 // only when none answers.
 func TestEmbeddedDefaultDiscovers(t *testing.T) {
 	f, err := simfleet.StartFleet([]simfleet.Member{
-		{ID: "ol", Priority: 1, Config: simfleet.Config{Provider: fleet.ProviderOllama, Models: []simfleet.Model{{Name: "qwen3:8b", Thinking: true}, {Name: "llama3.2:3b"}}}},
+		{ID: "ol", Priority: 1, Config: simfleet.Config{Provider: fleet.ProviderOllama, Models: []simfleet.Model{{Name: "qwen3:8b", Thinking: true}, {Name: "llama3.2:3b"}, {Name: "tiny:latest"}}}},
 		{ID: "vl", Priority: 2, Config: simfleet.Config{Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "Qwen/Qwen3-32B"}}}},
 	})
 	if err != nil {
@@ -670,8 +670,13 @@ func TestEmbeddedDefaultDiscovers(t *testing.T) {
 	for _, tg := range fl.Targets {
 		got = append(got, fmt.Sprintf("%s/%s/%v", tg.Candidate.ID, tg.Candidate.Model, tg.Candidate.SupportsThinking))
 	}
-	if len(got) != 3 || fl.DefaultModel == "" || fl.DeepThinkingModel != "qwen3-8b" {
+	if len(got) != 4 || fl.DefaultModel == "" || fl.DeepThinkingModel != "qwen3-8b" {
 		t.Errorf("discovered %v default %q deep %q", got, fl.DefaultModel, fl.DeepThinkingModel)
+	}
+	// Ollama's default tag is left out of the id, as its clients leave it
+	// out of the name: tiny, not tiny-latest (listed as tiny-latest:latest).
+	if !slices.Contains(got, "tiny/tiny:latest/false") {
+		t.Errorf("discovered %v; want tiny:latest as candidate tiny", got)
 	}
 	if !strings.Contains(sys.Config().YAML, "generated: no config file was found") {
 		t.Error("the config doc does not say it was generated")
