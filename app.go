@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"html/template"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -249,6 +252,10 @@ func desktop(stderr io.Writer) int {
 	sys, err := system.New(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "switchyard: %v\n", err)
+		// Started from a launcher, nobody reads stderr: the window says it.
+		if werr := runWails(cannotStart(err)); errors.Is(werr, errGTK) {
+			return noWindow(stderr, fmt.Sprintf("the display (DISPLAY=%s WAYLAND_DISPLAY=%s) refused to open a window for this program", os.Getenv("DISPLAY"), os.Getenv("WAYLAND_DISPLAY")))
+		}
 		return exitError
 	}
 	app := &App{sys: sys, dataDir: filepath.Join(o.DataHome, "switchyard"), stop: make(chan struct{})}
@@ -286,4 +293,33 @@ func desktop(stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// cannotStartPage is the window of an app that could not start: why, in
+// the words the log says it, and what to do.
+var cannotStartPage = template.Must(template.New("").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Switchyard could not start</title>
+<style>
+body { font: 15px/1.5 system-ui, sans-serif; margin: 40px; color: #1d232b; background: #fafafa; }
+h1 { font-size: 20px; } pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #fff; border: 1px solid #d5dbe3; border-radius: 8px; padding: 12px; }
+</style></head><body>
+<h1>Switchyard could not start</h1>
+<pre id="why">{{.}}</pre>
+<p>Fix what it says (the config's reference is docs/CONFIG.md; <code>switchyard check</code> checks a config without starting), then start Switchyard again. <code>switchyard demo</code> runs the simulated demo fleet whatever the config says.</p>
+</body></html>`))
+
+// cannotStart is a window that shows why the app could not start.
+func cannotStart(why error) *options.App {
+	var page bytes.Buffer
+	cannotStartPage.Execute(&page, why.Error())
+	return &options.App{
+		Title:            "Switchyard — could not start",
+		Width:            900,
+		Height:           600,
+		BackgroundColour: &options.RGBA{R: 250, G: 250, B: 250, A: 255},
+		AssetServer: &assetserver.Options{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Write(page.Bytes())
+		})},
+	}
 }

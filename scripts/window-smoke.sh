@@ -3,7 +3,8 @@
 # under Xvfb with an empty config (the embedded default: the demo fleet
 # when no local server answers), wait until the window exists and the API
 # answers, take a screenshot of the chat screen, check it is not blank,
-# then stop the app with SIGTERM and require a clean exit.
+# then stop the app with SIGTERM and require a clean exit. Then: a display
+# that refuses the app, and a config that does not load (a window says why).
 set -euo pipefail
 bin=${1:-build/bin/switchyard-desktop}
 art=${ARTIFACTS:-test-artifacts}
@@ -62,3 +63,33 @@ if [ $code -ne 1 ] || grep -q "panic" "$tmp/refused.log" || ! grep -q "refused t
   echo "window smoke: a display that refuses the app gave exit $code:"; cat "$tmp/refused.log"; exit 1
 fi
 echo "window smoke: a display that refuses the app is said in one line (exit 1)"
+
+# A config that does not load: the window says why (the app, started from
+# a launcher, has nobody reading its stderr), and closing it ends the app
+# with exit 1.
+mkdir -p "$tmp/broken/switchyard"
+printf 'chat:\n  candidates:\n    - {id: a, provider: ollama, url: "http://127.0.0.1:1", model: m, priorty: 1}\n' >"$tmp/broken/switchyard/config.yaml"
+export BROKEN="$tmp/broken"
+xvfb-run -a -s "-screen 0 1280x820x24" bash -euo pipefail -c '
+  XDG_CONFIG_HOME="$BROKEN" "$BIN" >"$LOG.broken" 2>&1 &
+  pid=$!
+  fail() { echo "window smoke: $*"; echo "--- app log"; cat "$LOG.broken"; kill -9 $pid 2>/dev/null || true; exit 1; }
+  for i in $(seq 1 120); do
+    kill -0 $pid 2>/dev/null || fail "the app exited without a window"
+    xwininfo -root -tree 2>/dev/null | grep -q "Switchyard — could not start" && break
+    sleep 0.5
+  done
+  xwininfo -root -tree | grep -q "Switchyard — could not start" || fail "no window saying it could not start within 60s"
+  for i in $(seq 1 40); do
+    import -window root "$ART/desktop-cannot-start.png"
+    colours=$(identify -format %k "$ART/desktop-cannot-start.png")
+    [ "$colours" -gt 16 ] && break
+    sleep 0.5
+  done
+  [ "$colours" -gt 16 ] || fail "the window stayed blank ($colours colours)"
+  grep -q "priorty" "$LOG.broken" || fail "the log does not say why"
+  kill -TERM $pid
+  code=0; wait $pid || code=$?
+  [ $code -eq 1 ] || fail "exit code $code after the window closed; want 1"
+  echo "window smoke: a config that does not load is said in a window, screenshot $ART/desktop-cannot-start.png"
+'
