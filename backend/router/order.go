@@ -275,10 +275,8 @@ const minService = time.Second
 func (r *Router) predict(c fleet.Candidate, now time.Time, warm, load time.Duration) time.Duration {
 	v := r.view(c, now)
 	running, waiting := v.inflight, 0
-	if cp := r.deps.Capacity; cp != nil {
-		if run, wait, ok := cp.Queue(c); ok {
-			running, waiting = max(running, run), wait
-		}
+	if v.reported {
+		running, waiting = max(running, v.running), v.waiting
 	}
 	slots := max(v.slots, 1)
 	ahead := max(running+waiting-slots+1, 0)

@@ -386,14 +386,18 @@ func (r *Router) States() []CandidateState {
 // view is a candidate's availability at one moment, from its marks and its
 // server's own reports.
 type view struct {
-	busyFor   time.Duration
-	loading   bool
-	missing   string
-	inflight  int // this node's requests and, in a team, the others' (remote)
-	remote    int
-	slots     int
-	saturated bool            // its slots are all taken (by Switchyard's requests, or any client's as its server reports them), or its server says requests wait
-	lacks     map[string]bool // what its server said the model can't do; read only
+	busyFor  time.Duration
+	loading  bool
+	missing  string
+	inflight int // this node's requests and, in a team, the others' (remote)
+	remote   int
+	slots    int
+	// running and waiting are what its server last reported of its queue,
+	// from every client (Capacity.Queue); reported says it did.
+	running, waiting int
+	reported         bool
+	saturated        bool            // its slots are all taken (by Switchyard's requests, or any client's as its server reports them), or its server says requests wait
+	lacks            map[string]bool // what its server said the model can't do; read only
 }
 
 func (r *Router) view(c fleet.Candidate, now time.Time) view {
@@ -422,7 +426,8 @@ func (r *Router) view(c fleet.Candidate, now time.Time) view {
 		v.saturated = cp.Waiting(c)
 		// Every slot busy, whoever's the work (llama.cpp's /slots): a new
 		// request waits in its queue (SPEC 2.4).
-		if run, wait, ok := cp.Queue(c); ok && v.slots > 0 && run+wait >= v.slots {
+		v.running, v.waiting, v.reported = cp.Queue(c)
+		if v.reported && v.slots > 0 && v.running+v.waiting >= v.slots {
 			v.saturated = true
 		}
 	}
