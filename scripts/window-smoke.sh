@@ -14,7 +14,23 @@ trap 'rm -rf "$tmp"' EXIT
 export XDG_CONFIG_HOME="$tmp/config" XDG_DATA_HOME="$tmp/data"
 export BIN="$bin" ART="$art" LOG="$tmp/app.log"
 
+# screenshot FILE: the display, taken again (bounded) until the UI has
+# rendered something, as the colours tell; prints how many it has.
+screenshot() {
+  local c=0
+  for i in $(seq 1 40); do
+    import -window root "$1"
+    c=$(identify -format %k "$1")
+    [ "$c" -gt 16 ] && break
+    sleep 0.5
+  done
+  echo "$c"
+}
+# xvfb-run's sh drops exported functions: the inner scripts define it from this.
+export SCREENSHOT="$(declare -f screenshot)"
+
 xvfb-run -a -s "-screen 0 1280x820x24" bash -euo pipefail -c '
+  eval "$SCREENSHOT"
   "$BIN" >"$LOG" 2>&1 &
   pid=$!
   fail() { echo "window smoke: $*"; echo "--- app log"; cat "$LOG"; kill -9 $pid 2>/dev/null || true; exit 1; }
@@ -28,13 +44,7 @@ xvfb-run -a -s "-screen 0 1280x820x24" bash -euo pipefail -c '
     sleep 0.5
   done
   [ -n "${url:-}" ] || fail "no window or no API within 60s"
-  # Wait (bounded) until the UI rendered something: the screenshot gains colours.
-  for i in $(seq 1 40); do
-    import -window root "$ART/desktop-window.png"
-    colours=$(identify -format %k "$ART/desktop-window.png")
-    [ "$colours" -gt 16 ] && break
-    sleep 0.5
-  done
+  colours=$(screenshot "$ART/desktop-window.png")
   [ "$colours" -gt 16 ] || fail "the window stayed blank ($colours colours)"
   # It says at start what serve says: the config in force and where the history is kept.
   for i in $(seq 1 40); do grep -q "^switchyard: .* history: " "$LOG" && break; sleep 0.25; done
@@ -71,6 +81,7 @@ mkdir -p "$tmp/broken/switchyard"
 printf 'chat:\n  candidates:\n    - {id: a, provider: ollama, url: "http://127.0.0.1:1", model: m, priorty: 1}\n' >"$tmp/broken/switchyard/config.yaml"
 export BROKEN="$tmp/broken"
 xvfb-run -a -s "-screen 0 1280x820x24" bash -euo pipefail -c '
+  eval "$SCREENSHOT"
   XDG_CONFIG_HOME="$BROKEN" "$BIN" >"$LOG.broken" 2>&1 &
   pid=$!
   fail() { echo "window smoke: $*"; echo "--- app log"; cat "$LOG.broken"; kill -9 $pid 2>/dev/null || true; exit 1; }
@@ -80,12 +91,7 @@ xvfb-run -a -s "-screen 0 1280x820x24" bash -euo pipefail -c '
     sleep 0.5
   done
   xwininfo -root -tree | grep -q "Switchyard — could not start" || fail "no window saying it could not start within 60s"
-  for i in $(seq 1 40); do
-    import -window root "$ART/desktop-cannot-start.png"
-    colours=$(identify -format %k "$ART/desktop-cannot-start.png")
-    [ "$colours" -gt 16 ] && break
-    sleep 0.5
-  done
+  colours=$(screenshot "$ART/desktop-cannot-start.png")
   [ "$colours" -gt 16 ] || fail "the window stayed blank ($colours colours)"
   grep -q "priorty" "$LOG.broken" || fail "the log does not say why"
   kill -TERM $pid
