@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -118,7 +119,7 @@ type System struct {
 	// serving counts the handlers running, so that a shutdown that closes
 	// connections still lets their requests be recorded before the
 	// history closes.
-	serving sync.WaitGroup
+	serving atomic.Int64
 	// listenTaken is the address that was wanted and taken (PortFallback),
 	// "" when the API listens where it was asked to.
 	listenTaken string
@@ -288,7 +289,7 @@ func New(ctx context.Context, o Options) (_ *System, err error) {
 	api := s.httpSrv.Handler
 	s.httpSrv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serving.Add(1)
-		defer s.serving.Done()
+		defer s.serving.Add(-1)
 		api.ServeHTTP(w, r)
 	})
 	base, stop := context.WithCancelCause(context.Background())
@@ -532,11 +533,13 @@ func (s *System) shutdown() error {
 			s.o.Logf("closed the connections of callers that did not read the end of their answers")
 			err = s.httpSrv.Close()
 			// Their handlers' writes fail now; each records its request.
-			ended := make(chan struct{})
-			go func() { s.serving.Wait(); close(ended) }()
-			select {
-			case <-ended:
-			case <-time.After(5 * time.Second):
+			// (A count looked at, not a WaitGroup: a handler may still
+			// begin on a connection Close has just cut, which a Wait under
+			// way must not see.)
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for deadline := time.Now().Add(5 * time.Second); s.serving.Load() > 0 && time.Now().Before(deadline); {
+				<-tick.C
 			}
 		}
 	}
