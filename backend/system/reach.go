@@ -76,7 +76,7 @@ func (s *System) CandidateLines(ctx context.Context) []string {
 	if len(cands) == 0 {
 		// Every chat would get 503 "no candidate can serve this request":
 		// say why at the start.
-		return []string{"no candidate is enabled: nothing can be routed until the config lists one under chat.candidates (docs/CONFIG.md)"}
+		return []string{"no candidate is enabled: nothing can be routed until chat.candidates holds an enabled one (docs/CONFIG.md)"}
 	}
 	lines := make([]string, len(cands))
 	var wg sync.WaitGroup
