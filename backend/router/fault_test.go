@@ -170,29 +170,6 @@ func TestQueuedIsNotAFailure(t *testing.T) {
 			}
 		})
 	})
-	t.Run("the server's slots all busy with another client's work", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			// llama.cpp's /slots: its one slot processing, none of it
-			// Switchyard's. The answer comes after the other's, in time:
-			// a wait in a queue, no sample of the server's speed (SPEC 2.4).
-			late := script{steps: []step{role(), {wait: 1500 * time.Millisecond}, tok("A"), finish()}}
-			f := newFake(map[string]script{"a": late})
-			dl := &spyDeadlines{d: 2 * time.Second}
-			caps := &fakeCapacity{slots: map[string]int{"a": 1}, queue: map[string][2]int{"a": {1, 0}}}
-			fl := testFleet(f, Settings{})
-			fl.Targets = fl.Targets[:1]
-			r := New(fl, Deps{Recorder: &memRecorder{}, Deadlines: dl, Capacity: caps})
-			s, err := r.Stream(t.Context(), &fleet.Request{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			drain(s)
-			smps := dl.taught()
-			if len(smps) != 1 || !smps[0].Queued {
-				t.Errorf("samples = %+v; want the one wait taught as queued", smps)
-			}
-		})
-	})
 }
 
 // spyDeadlines gives every attempt d and remembers the samples it was

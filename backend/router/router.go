@@ -396,7 +396,7 @@ type view struct {
 	// from every client (Capacity.Queue); reported says it did.
 	running, waiting int
 	reported         bool
-	saturated        bool            // its slots are all taken (by Switchyard's requests, or any client's as its server reports them), or its server says requests wait
+	saturated        bool            // its slots are taken by Switchyard's requests, or its server says requests wait
 	lacks            map[string]bool // what its server said the model can't do; read only
 }
 
@@ -424,12 +424,7 @@ func (r *Router) view(c fleet.Candidate, now time.Time) view {
 			loadingMark = false // healthy since the loading answer: back at once
 		}
 		v.saturated = cp.Waiting(c)
-		// Every slot busy, whoever's the work (llama.cpp's /slots): a new
-		// request waits in its queue (SPEC 2.4).
 		v.running, v.waiting, v.reported = cp.Queue(c)
-		if v.reported && v.slots > 0 && v.running+v.waiting >= v.slots {
-			v.saturated = true
-		}
 	}
 	v.loading = loadingMark
 	if v.slots > 0 && v.inflight >= v.slots {
