@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
 import { startServer } from './lib/server.mjs';
-import { answerOf, candidateStatus, setFault, waitRecord } from './lib/helpers.mjs';
+import { answerOf, candidateStatus, setFault, waitNewestRecord, waitRecord } from './lib/helpers.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const artifacts = path.resolve(here, '..', process.env.ARTIFACTS ?? 'test-artifacts');
@@ -201,8 +201,7 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     await answer.locator('[data-testid=answer-content]').filter({ hasText: 'qwen3-8b' }).waitFor({ timeout: 10_000 });
     await page.getByTestId('stop').click();
     await page.locator('[data-testid=answer][data-phase=stopped]').waitFor({ timeout: 5_000 });
-    const recs = await (await fetch(server.url + '/switchyard/v1/requests?limit=1')).json();
-    const rec = await waitRecord(server, recs.requests[0]?.id, (r) => r.status === 'client_abort');
+    const rec = await waitNewestRecord(server, (r) => r.status === 'client_abort');
     assert.equal(rec.status, 'client_abort');
     assert.equal(rec.attempts.at(-1).outcome, 'client_abort');
     const st = await (await fetch(server.url + '/switchyard/v1/status')).json();

@@ -127,6 +127,22 @@ export async function waitRecord(server, id, until = () => true, timeoutMs = 5_0
   }
 }
 
+/**
+ * Polls the history list until it holds a request, then waits for that
+ * newest record like waitRecord; a stopped request is recorded when its
+ * handler returns, a moment after the page says it stopped.
+ */
+export async function waitNewestRecord(server, until = () => true, timeoutMs = 5_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await fetch(`${server.url}/switchyard/v1/requests?limit=1`, { signal: AbortSignal.timeout(5_000) });
+    const id = res.ok ? (await res.json()).requests?.[0]?.id : undefined;
+    if (id) return waitRecord(server, id, until, Math.max(deadline - Date.now(), 0));
+    if (Date.now() > deadline) throw new Error(`no request in the history within ${timeoutMs} ms`);
+    await sleep(50);
+  }
+}
+
 // The demo fleet answers with a deterministic text that names the server
 // (backend/simfleet: Server.Answer and Server.Thinking), which tells which
 // candidate produced a stream and shows mixed output. Mirrored here.
