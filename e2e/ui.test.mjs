@@ -37,6 +37,7 @@ async function open(t, { viewport = { width: 1280, height: 860 }, before } = {})
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   t.after(async () => {
+    if (!t.passed) await saveFailure(t.name, server, page);
     await page.close();
     await server.stop();
     assert.deepEqual(errors, [], 'the page threw');
@@ -45,6 +46,20 @@ async function open(t, { viewport = { width: 1280, height: 860 }, before } = {})
   await page.goto(server.url + '/');
   await page.getByTestId('prompt').waitFor();
   return { server, page };
+}
+
+// A failed test leaves what the page showed and what the router said, so
+// that a failure seen once in CI can be read afterwards.
+async function saveFailure(name, server, page) {
+  const slug = name.replace(/[^a-z0-9]+/gi, '-').slice(0, 60);
+  await page.screenshot({ path: path.join(artifacts, `failed-${slug}.png`) }).catch(() => {});
+  try {
+    const st = await (await fetch(server.url + '/switchyard/v1/status', { signal: AbortSignal.timeout(2_000) })).json();
+    const breakers = st.candidates.map((c) => `${c.id}: ${c.breaker?.state} (${c.breaker?.failures} failures)`);
+    console.error(`failed "${name}": breakers ${breakers.join(', ')}; screenshot failed-${slug}.png`);
+  } catch (e) {
+    console.error(`failed "${name}": no status (${e})`);
+  }
 }
 
 const shot = (page, name) => page.screenshot({ path: path.join(artifacts, name + '.png'), fullPage: true });
@@ -60,6 +75,17 @@ async function demoServers(server) {
 
 /** The whole seconds of a countdown's "6s left". */
 const secsLeft = (text) => Number((/(\d+)s left/.exec(text) ?? [])[1]);
+
+/** Waits until the element's trimmed text is want; a timeout says what it showed instead. */
+async function waitForText(page, testId, want, timeout = 5_000) {
+  const sel = `[data-testid="${testId}"]`;
+  try {
+    await page.waitForFunction(([s, w]) => document.querySelector(s)?.textContent?.trim() === w, [sel, want], { timeout });
+  } catch (e) {
+    const seen = await page.locator(sel).first().textContent({ timeout: 500 }).catch(() => null);
+    throw new Error(`${testId} did not read "${want}" within ${timeout} ms; it read ${JSON.stringify(seen?.trim() ?? '(absent)')}`, { cause: e });
+  }
+}
 
 async function ask(page, text) {
   await page.getByTestId('prompt').fill(text);
@@ -153,14 +179,14 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     await page.getByTestId('nav-fleet').click();
     const badge = page.getByTestId('breaker-mistral-7b-llamacpp');
     // The next poll of its server (within the poll interval, 5 s) finds it gone.
-    await page.waitForFunction(() => document.querySelector('[data-testid=breaker-mistral-7b-llamacpp]')?.textContent?.trim() === 'unreachable', null, { timeout: 15_000 });
+    await waitForText(page, 'breaker-mistral-7b-llamacpp', 'unreachable', 15_000);
     assert.match(await badge.getAttribute('title'), /^Its server does not answer \(connection refused\)\. Circuit breaker: closed\.$/);
     assert.match(await page.getByTestId('server-problem-mistral-7b-llamacpp').innerText(), /^Unreachable since \d\d:\d\d:\d\d \(connection refused\)$/);
     assert.equal((await page.getByTestId('breaker-qwen3-8b').innerText()).trim(), 'healthy');
     await shotOf(page.getByTestId('candidate-mistral-7b-llamacpp'), 'ui-fleet-unreachable-card');
     await shotWindow(page, 'ui-fleet-unreachable');
     await setFault(server, 'mistral-7b-llamacpp', 'healthy');
-    await page.waitForFunction(() => document.querySelector('[data-testid=breaker-mistral-7b-llamacpp]')?.textContent?.trim() === 'healthy', null, { timeout: 45_000 });
+    await waitForText(page, 'breaker-mistral-7b-llamacpp', 'healthy', 45_000);
     assert.equal(await page.getByTestId('server-problem-mistral-7b-llamacpp').count(), 0);
   });
 
@@ -218,7 +244,7 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     }
     await page.getByTestId('nav-fleet').click();
     const badge = page.getByTestId('breaker-qwen3-8b');
-    await page.waitForFunction(() => document.querySelector('[data-testid=breaker-qwen3-8b]')?.textContent?.trim() === 'tripped, cooling down', null, { timeout: 5_000 });
+    await waitForText(page, 'breaker-qwen3-8b', 'tripped, cooling down');
     assert.equal((await badge.innerText()).trim(), 'tripped, cooling down');
     const countdown = page.getByTestId('countdown-qwen3-8b');
     const first = await countdown.innerText();
