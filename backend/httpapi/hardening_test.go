@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -165,6 +166,54 @@ func TestStalledBodyIsLetGo(t *testing.T) {
 	}
 }
 
+// A body that stops arriving is let go at the deadline on an endpoint
+// that never reads it, too: net/http drains it before answering, and
+// waited for ever (u2 review, item 2).
+func TestStalledBodyIsLetGoUnread(t *testing.T) {
+	s, _ := newTestServer(t, Options{BodyReadTimeout: 200 * time.Millisecond})
+	for _, head := range []string{"GET /v1/models", "POST /api/pull", "DELETE /api/delete"} {
+		t.Run(head, func(t *testing.T) {
+			conn := rawConn(t, s)
+			fmt.Fprintf(conn, "%s HTTP/1.1\r\nHost: 127.0.0.1:8484\r\nContent-Type: application/json\r\nContent-Length: 50000\r\n\r\n{", head)
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err := io.ReadAll(conn) // an answer, or none, and then the close
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the connection is still open 5 s after the body stopped; want it let go at 200 ms")
+			}
+		})
+	}
+}
+
+// wrap lifts the body's read deadline once the body is read to its end,
+// whoever reads it, so that a stream's caller may take its time.
+func TestBodyDeadlineGoesAtTheBodysEnd(t *testing.T) {
+	var g atomic.Pointer[guard]
+	g.Store(&guard{bodyLimit: 1 << 20})
+	var during []time.Time
+	w := &deadlineRecorder{ResponseRecorder: httptest.NewRecorder()}
+	h := wrap(&g, 30*time.Second, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		during = append(during, w.deadlines...)
+		io.ReadAll(r.Body)
+	}))
+	h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m"}`)))
+	if len(during) != 1 || during[0].IsZero() {
+		t.Fatalf("deadlines before the handler read = %v; want one, 30 s ahead", during)
+	}
+	if len(w.deadlines) != 2 || !w.deadlines[1].IsZero() {
+		t.Errorf("deadlines = %v; want the body's, then none once it was read", w.deadlines)
+	}
+}
+
+type deadlineRecorder struct {
+	*httptest.ResponseRecorder
+	deadlines []time.Time
+}
+
+func (d *deadlineRecorder) SetReadDeadline(t time.Time) error {
+	d.deadlines = append(d.deadlines, t)
+	return nil
+}
+
 // A body over the limit is answered 413 that a caller which sends its
 // whole body before it reads (Python's urllib, the OpenAI SDKs) reads,
 // declared or chunked, instead of a connection reset under it (issue 20,
@@ -294,5 +343,49 @@ func TestLargeBodyIsReadIntoOneBuffer(t *testing.T) {
 	}
 	if got, err := readBody(req(false)); err != nil || !bytes.Equal(got, body) {
 		t.Errorf("readBody() of a body of unknown length = %d bytes, %v; want the body", len(got), err)
+	}
+}
+
+// A pass-through answer does not bring its own security headers or
+// cookies to Switchyard's origin, and an HTML page in it runs nothing
+// there (u2 review, item 3).
+func TestPassThroughKeepsSwitchyardsHeaders(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "text/html")
+		h.Set("X-Frame-Options", "ALLOWALL")
+		h.Set("Content-Security-Policy", "default-src *")
+		h.Set("Set-Cookie", "up=1; Path=/")
+		h.Set("X-Upstream", "kept")
+		io.WriteString(w, "<script>document.title='ran'</script>")
+	}))
+	t.Cleanup(up.Close)
+	s := fleetServer(t, fleet.Candidate{ID: "m", Provider: fleet.ProviderOpenAI, URL: up.URL + "/v1", Model: "m", Priority: 1})
+	w := do(s, "GET", "/v1/htmlpage", "", nil)
+	h := w.Header()
+	if w.Code != 200 || h.Get("X-Upstream") != "kept" {
+		t.Fatalf("pass-through = %d %v; want the upstream's answer", w.Code, h)
+	}
+	if h.Get("X-Frame-Options") != "DENY" || len(h.Values("X-Frame-Options")) != 1 {
+		t.Errorf("X-Frame-Options = %q; want Switchyard's DENY alone", h.Values("X-Frame-Options"))
+	}
+	if csp := h.Values("Content-Security-Policy"); len(csp) != 1 || !strings.HasPrefix(csp[0], "sandbox") || !strings.Contains(csp[0], "default-src 'none'") {
+		t.Errorf("Content-Security-Policy = %q; want one that sandboxes the page and loads nothing", csp)
+	}
+	if c := h.Values("Set-Cookie"); len(c) != 0 {
+		t.Errorf("Set-Cookie = %q; want no upstream cookie on Switchyard's origin", c)
+	}
+}
+
+// A refused Host or Origin is said back cut short, not whole (u2
+// review, item 4).
+func TestRefusalEchoesBounded(t *testing.T) {
+	s, _ := newTestServer(t, Options{})
+	long := strings.Repeat("a", 30000)
+	for _, hdr := range []map[string]string{{"Host": long}, {"Origin": "http://" + long}} {
+		w := do(s, "GET", "/api/tags", "", hdr)
+		if w.Code != http.StatusForbidden || w.Body.Len() > 1000 {
+			t.Errorf("%d bytes, status %d; want a 403 of well under 1000 bytes", w.Body.Len(), w.Code)
+		}
 	}
 }

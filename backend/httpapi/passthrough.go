@@ -14,14 +14,19 @@ import (
 )
 
 // copyAnswer copies an upstream's answer to the caller, flushing as it
-// comes (an NDJSON or SSE stream stays a stream).
+// comes (an NDJSON or SSE stream stays a stream). Switchyard's own
+// security headers stay (admit set them), the upstream's cookies do not
+// come to Switchyard's origin, and whatever the answer is, a browser
+// opening it runs nothing on that origin: an HTML page from a model
+// server is sandboxed, as a page of its own origin with no script.
 func (s *Server) copyAnswer(w http.ResponseWriter, resp *http.Response) {
 	for k, v := range resp.Header {
-		if hopHeader(k) || strings.HasPrefix(http.CanonicalHeaderKey(k), "Access-Control-") {
+		if hopHeader(k) || !passedHeader(k) {
 			continue
 		}
 		w.Header()[k] = v
 	}
+	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'; frame-ancestors 'none'")
 	w.WriteHeader(resp.StatusCode)
 	cw := newChunkWriter(w, s.o.WriteTimeout)
 	var buf [32 << 10]byte
@@ -37,6 +42,19 @@ func (s *Server) copyAnswer(w http.ResponseWriter, resp *http.Response) {
 			return
 		}
 	}
+}
+
+// passedHeader reports whether an upstream's answer header is passed on
+// to the caller: not CORS (admit answers for Switchyard's origin), not
+// Switchyard's security headers, not a cookie.
+func passedHeader(k string) bool {
+	k = http.CanonicalHeaderKey(k)
+	switch k {
+	case "X-Frame-Options", "Content-Security-Policy", "Content-Security-Policy-Report-Only",
+		"X-Content-Type-Options", "Referrer-Policy", "Set-Cookie", "Set-Cookie2", "Strict-Transport-Security":
+		return false
+	}
+	return !strings.HasPrefix(k, "Access-Control-")
 }
 
 // hopHeader reports whether a header belongs to one connection only

@@ -98,8 +98,16 @@ func newGuard(listen string, sec Security) *guard {
 	return g
 }
 
-// wrap applies the guard in force (cur) to every request.
-func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
+// maxEchoed bounds a caller's Host or Origin said back in a refusal.
+const maxEchoed = 200
+
+// wrap applies the guard in force (cur) to every request. A body must
+// arrive within bodyTime, whichever handler reads it, or none: net/http
+// drains a body the handler left unread before it answers, and without
+// a deadline a caller that stops sending holds the connection for ever.
+// The deadline goes once the body is read to its end (limitedBody), as a
+// stream's caller may then take its time.
+func wrap(cur *atomic.Pointer[guard], bodyTime time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g := cur.Load()
 		if !g.admit(w, r) {
@@ -109,7 +117,8 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body := &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, g.bodyLimit)}
+		setReadDeadline(w, time.Now().Add(bodyTime))
+		body := &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, g.bodyLimit), w: w}
 		sent := r.Body
 		r.Body = body
 		next.ServeHTTP(w, r)
@@ -117,6 +126,17 @@ func wrap(cur *atomic.Pointer[guard], next http.Handler) http.Handler {
 			discardBody(w, sent) // the handler answered 413; net/http said Connection: close
 		}
 	})
+}
+
+// setReadDeadline sets the read deadline of w's connection, as
+// http.ResponseController does, without allocating one for net/http's own
+// writer.
+func setReadDeadline(w http.ResponseWriter, t time.Time) {
+	if d, ok := w.(interface{ SetReadDeadline(time.Time) error }); ok {
+		d.SetReadDeadline(t)
+		return
+	}
+	http.NewResponseController(w).SetReadDeadline(t) // not every writer can; then the server's own timeouts hold
 }
 
 // admit sets the headers every answer carries and checks r against g:
@@ -139,7 +159,7 @@ func (g *guard) admit(w http.ResponseWriter, r *http.Request) bool {
 		"X-Content-Type-Options", "nosniff",
 		"Referrer-Policy", "no-referrer")
 	if g.hosts != nil && !g.hosts[r.Host] {
-		deny(w, r, http.StatusForbidden, "forbidden host "+quoteOrEmpty(r.Host)+": Switchyard answers only to its loopback address")
+		deny(w, r, http.StatusForbidden, "forbidden host "+quoteOrEmpty(fleet.ClipTo(r.Host, maxEchoed))+": Switchyard answers only to its loopback address")
 		return false
 	}
 	origin := r.Header.Get("Origin")
@@ -147,7 +167,7 @@ func (g *guard) admit(w http.ResponseWriter, r *http.Request) bool {
 		// Its own origin (the UI it served, under the Host that passed
 		// the allowlist above) is always allowed.
 		if !g.allowed(origin) && !g.self(origin, r.Host) {
-			deny(w, r, http.StatusForbidden, "origin "+origin+" is not allowed (add it to allowed_origins)")
+			deny(w, r, http.StatusForbidden, "origin "+fleet.ClipTo(origin, maxEchoed)+" is not allowed (add it to allowed_origins)")
 			return false
 		}
 		if !g.self(origin, r.Host) {
@@ -215,15 +235,21 @@ func discardBody(w http.ResponseWriter, body io.Reader) {
 }
 
 // limitedBody is a body behind http.MaxBytesReader that remembers whether
-// the caller sent more than the limit. Like a request's Body, it is read
+// the caller sent more than the limit, and lifts the body's read deadline
+// when it is read to its end. Like a request's Body, it is read
 // by one goroutine.
 type limitedBody struct {
 	io.ReadCloser
+	w    http.ResponseWriter // whose read deadline goes at the body's end
 	over bool
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && b.w != nil {
+		setReadDeadline(b.w, time.Time{}) // read whole (wrap)
+		b.w = nil
+	}
 	if err != nil && err != io.EOF {
 		// Declared here, not above: errors.As moves it to the heap, and
 		// every read would pay an allocation for it.

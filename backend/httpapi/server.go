@@ -231,7 +231,7 @@ func New(o Options) *Server {
 		mux.Handle("/", ui)
 	}
 	mux.HandleFunc("GET /{$}", s.root(ui))
-	s.handler = wrap(&s.guard, mux)
+	s.handler = wrap(&s.guard, o.BodyReadTimeout, mux)
 	return s
 }
 
