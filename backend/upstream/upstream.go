@@ -329,18 +329,35 @@ func errorKind(body []byte) (typ, code string) {
 	return fleet.ClipTo(v.Error.Type, 80), fleet.ClipTo(string(c), 80)
 }
 
-// RetryAfter reads Retry-After given in seconds (the form model servers
-// use); an HTTP date or garbage yields zero.
+// MaxRetryAfter caps the back-off a Retry-After asks for: a server that
+// asks for a day is tried again within the hour, not every second.
+const MaxRetryAfter = time.Hour
+
+// RetryAfter reads Retry-After in seconds (the form model servers use)
+// or as an HTTP date (RFC 9110, 10.2.3), counted from the answer's own
+// Date when it has one, so that the two machines' clocks need not agree.
+// It is at most MaxRetryAfter; a date past, a negative number or garbage
+// yields zero.
 func RetryAfter(h http.Header) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
-	secs, err := strconv.ParseFloat(v, 64)
-	if err != nil || secs < 0 || secs > 3600 {
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, MaxRetryAfter.Seconds()) * float64(time.Second))
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
 		return 0
 	}
-	return time.Duration(secs * float64(time.Second))
+	now, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		now = time.Now()
+	}
+	return min(max(at.Sub(now), 0), MaxRetryAfter)
 }
 
 // ReadAll reads a whole answer (an embedding, a model list) of at most max

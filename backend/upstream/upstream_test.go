@@ -85,11 +85,18 @@ func TestErrorMessageIsBounded(t *testing.T) {
 }
 
 func TestRetryAfter(t *testing.T) {
+	const date = "Wed, 21 Oct 2015 07:28:00 GMT" // the answer's own Date
 	for v, want := range map[string]time.Duration{
-		"": 0, "2": 2 * time.Second, "0.5": 500 * time.Millisecond, "-1": 0, "soon": 0, "99999": 0,
-		"Wed, 21 Oct 2015 07:28:00 GMT": 0,
+		"": 0, "2": 2 * time.Second, "0.5": 500 * time.Millisecond, "-1": 0, "soon": 0,
+		// A server asking for more than an hour is tried again within the
+		// hour, not every second as if it had asked for nothing.
+		"3601": time.Hour, "99999": time.Hour,
+		// The date form, counted from the answer's Date.
+		"Wed, 21 Oct 2015 07:28:30 GMT": 30 * time.Second,
+		"Wed, 21 Oct 2015 07:27:00 GMT": 0,
+		"Thu, 21 Oct 2099 07:28:00 GMT": time.Hour,
 	} {
-		if got := RetryAfter(http.Header{"Retry-After": {v}}); got != want {
+		if got := RetryAfter(http.Header{"Retry-After": {v}, "Date": {date}}); got != want {
 			t.Errorf("RetryAfter(%q) = %v; want %v", v, got, want)
 		}
 	}
