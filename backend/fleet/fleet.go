@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -387,4 +389,26 @@ func MergeToolCall(calls []ToolCall, d ToolCall) []ToolCall {
 		}
 	}
 	return append(calls, d)
+}
+
+// SameServer reports whether a and b are served by one server: the same
+// server_key, or the same host and port in their URLs ("localhost" and
+// "127.0.0.1" are not compared as one). Two candidates of one server fail
+// alike when the server is sick, so the same failure on both says nothing
+// about the request.
+func SameServer(a, b Candidate) bool {
+	if a.ServerKey != "" && a.ServerKey == b.ServerKey {
+		return true
+	}
+	ha, hb := hostOf(a.URL), hostOf(b.URL)
+	return ha != "" && strings.EqualFold(ha, hb)
+}
+
+// hostOf is a URL's host and port, "" when it has none.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }

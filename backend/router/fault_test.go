@@ -297,6 +297,33 @@ func TestRequestFaultsLockNobodyOut(t *testing.T) {
 			}
 		})
 	})
+	t.Run("same failure on two models of one server: the server's", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			crash := &fleet.StatusError{StatusCode: 500, Message: "model requires more system memory (5.5 GiB) than is available (3.2 GiB)"}
+			f := newFake(map[string]script{"a": {openErr: crash}, "b": {openErr: crash}, "c": answer("C")})
+			fl := testFleet(f, Settings{})
+			fl.Targets[0].Candidate.URL = "http://127.0.0.1:11434"
+			fl.Targets[1].Candidate.URL = "http://127.0.0.1:11434"
+			fl.Targets[2].Candidate.URL = "http://127.0.0.1:11435"
+			rec := &memRecorder{}
+			r := New(fl, Deps{Recorder: rec})
+			s, err := r.Stream(t.Context(), &fleet.Request{})
+			if err != nil {
+				t.Fatalf("error = %v; want the other server's answer", err)
+			}
+			if got, _ := drain(s); got != "C" {
+				t.Errorf("answer = %q; want C", got)
+			}
+			if got, want := faults(rec.last().Attempts), []string{"a:error/server", "b:error/server", "c:success/"}; !equal(got, want) {
+				t.Errorf("attempts = %v; want %v", got, want)
+			}
+			for _, id := range []string{"a", "b"} {
+				if n := r.Breaker(id).Snapshot().Failures; n != 1 {
+					t.Errorf("%s's failures = %d; want 1: its server is sick", id, n)
+				}
+			}
+		})
+	})
 	t.Run("different failures: each server's", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFake(map[string]script{

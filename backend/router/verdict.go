@@ -37,7 +37,7 @@ type ending struct {
 	// it has produced a first token for longer than the ceiling.
 	stuck time.Duration
 	// suspect is the signature of the request's pending suspect, "" when
-	// none; unparsed and emptySeen say what earlier attempts of the
+	// none or on this attempt's server (fleet.SameServer); unparsed and emptySeen say what earlier attempts of the
 	// request did.
 	suspect   string
 	unparsed  bool
@@ -379,7 +379,9 @@ func (ru *run) conclude(a *attempt, err error, committed, closed bool, s *Stream
 		unparsed: ru.unparsed, emptySeen: ru.empty != nil,
 		crash: se != nil && se.Crash, busyBackoff: ru.st.fleet.Settings.BusyBackoff,
 	}
-	if ru.suspect != nil {
+	if ru.suspect != nil && !fleet.SameServer(ru.suspect.a.e.target.Candidate, c) {
+		// Another model of the suspect's server failing alike says the
+		// server is sick, not the request (u3 review, item 3).
 		e.suspect = ru.suspect.sig
 	}
 	if e.crash {
