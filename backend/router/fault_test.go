@@ -346,6 +346,38 @@ func TestRequestFaultsLockNobodyOut(t *testing.T) {
 	})
 }
 
+// A server without an endpoint for prompt completions answers them 404:
+// it is skipped for those, and still serves chat (u3 review, item 1).
+func TestMissingEndpointIsNotAMissingModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(map[string]script{"a": {openErr: &fleet.StatusError{StatusCode: 404, Message: "Not Found"}}, "b": answer("B")})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+		ask := func(kind fleet.Kind) string {
+			t.Helper()
+			s, err := r.Stream(t.Context(), &fleet.Request{Kind: kind, Prompt: "def f("})
+			if err != nil {
+				t.Fatalf("%s: %v", kind, err)
+			}
+			got, _ := drain(s)
+			return got
+		}
+		if got := ask(fleet.KindGenerate); got != "B" {
+			t.Errorf("generate = %q; want B's", got)
+		}
+		f.set("a", answer("A"))
+		if got := ask(fleet.KindChat); got != "A" {
+			t.Errorf("chat after a's 404 on generate = %q; want A's: a serves its model", got)
+		}
+		if got := ask(fleet.KindGenerate); got != "B" {
+			t.Errorf("the next generate = %q; want B's", got)
+		}
+		if got, want := faults(rec.last().Attempts), []string{"a:error/capability", "b:success/"}; !equal(got, want) {
+			t.Errorf("attempts = %v; want %v (a skipped: no endpoint for it)", got, want)
+		}
+	})
+}
+
 // An answer that ended normally without content (a stop sequence that
 // matched at once) is tried elsewhere once; when every server answers
 // empty, the empty answer is the answer, and nobody is blamed.

@@ -358,7 +358,7 @@ func (st *state) embedOrder(model string) ([]*Target, bool, error) {
 
 // lacking returns what req needs that c's model lacks, as the config or
 // its server said ("thinking", "tools", "vision", "embedding",
-// "completion", "insert"), or "".
+// "completion", "insert", or an endpoint: endpointOf), or "".
 func lacking(c fleet.Candidate, lacks map[string]bool, req *fleet.Request, thinking bool) string {
 	kind := req.KindOf()
 	switch {
@@ -379,6 +379,8 @@ func lacking(c fleet.Candidate, lacks map[string]bool, req *fleet.Request, think
 		return "vision"
 	case kind == fleet.KindGenerate && req.Suffix != "" && lacks["insert"]:
 		return "insert (a suffix)"
+	case lacks[endpointOf(kind)]:
+		return string(kind) + " requests (its server has no endpoint for them)"
 	}
 	return ""
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -46,8 +47,10 @@ type ending struct {
 	// the last crash on that server, with no answer between, was another
 	// request's, so the server keeps crashing.
 	crash, crashRepeat bool
-	waited             time.Duration // from the attempt's start to its end
-	busyBackoff        time.Duration // the default back-off of a busy answer
+	// kind is the request's kind (fleet.KindChat, ...; "" is chat).
+	kind        fleet.Kind
+	waited      time.Duration // from the attempt's start to its end
+	busyBackoff time.Duration // the default back-off of a busy answer
 }
 
 // verdict is how an attempt ended and what follows from it: its record,
@@ -70,9 +73,12 @@ type verdict struct {
 	// sample: the attempt's first token is shown to the deadline learner
 	// (which takes no queued or cold wait for a warm sample).
 	sample bool
-	// mark is what the router remembers of the candidate, for wait.
-	mark mark
-	wait time.Duration
+	// mark is what the router remembers of the candidate, for wait;
+	// lacks, with markUnsupported, what its model or server lacks, when
+	// the answer's own word (StatusError.Unsupported) does not say.
+	mark  mark
+	wait  time.Duration
+	lacks string
 	// haltFailure ends the request without an answer; haltEmpty ends it
 	// with the first empty answer; haltErr is the request's error.
 	haltFailure fleet.Failure
@@ -167,6 +173,12 @@ func judge(e ending) verdict {
 	case se != nil && (se.StatusCode == 401 || se.StatusCode == 403):
 		return verdict{outcome: fleet.OutcomeNotRetryable, fault: fleet.FaultConfig, tell: hearIgnore,
 			haltFailure: fleet.FailureUpstreamAuth}
+	case se != nil && se.StatusCode == 404 && e.kind != "" && e.kind != fleet.KindChat && !namesModel(se.Message):
+		// A server with no such endpoint (no /v1/completions, no
+		// /api/generate behind a proxy): it lacks this kind of request,
+		// not its model, and chat still goes to it.
+		return verdict{outcome: fleet.OutcomeError, fault: fleet.FaultCapability, tell: hearIgnore,
+			mark: markUnsupported, lacks: endpointOf(e.kind)}
 	case se != nil && se.StatusCode == 404:
 		return verdict{outcome: fleet.OutcomeError, fault: fleet.FaultConfig, tell: hearIgnore,
 			mark: markMissing}
@@ -209,6 +221,22 @@ func judge(e ending) verdict {
 	// It may be the request's: counted once the next server shows it
 	// was not.
 	return verdict{outcome: fleet.OutcomeError, fault: fleet.FaultServer, hold: true, cause: shortCause(e.err), settle: settleServer}
+}
+
+// namesModel reports whether a 404's message is about a model (Ollama's
+// "model 'x' not found", vLLM's "The model `x` does not exist."), not a
+// path the server does not have ("Not Found", "File Not Found").
+func namesModel(msg string) bool {
+	return strings.Contains(strings.ToLower(msg), "model")
+}
+
+// endpointOf names, as lacking does, the endpoint a server without one
+// for requests of kind lacks.
+func endpointOf(kind fleet.Kind) string {
+	if kind == fleet.KindEmbed {
+		return "embedding"
+	}
+	return "endpoint:" + string(kind)
 }
 
 // judgeTimeout judges an attempt that got no first token by its deadline
@@ -378,6 +406,7 @@ func (ru *run) conclude(a *attempt, err error, committed, closed bool, s *Stream
 		ownWork:  a.othersAtStart > 0 || ru.r.mark(c.ID).starts.Load() > a.startSeq,
 		unparsed: ru.unparsed, emptySeen: ru.empty != nil,
 		crash: se != nil && se.Crash, busyBackoff: ru.st.fleet.Settings.BusyBackoff,
+		kind: ru.req.KindOf(),
 	}
 	if ru.suspect != nil && !fleet.SameServer(ru.suspect.a.e.target.Candidate, c) {
 		// Another model of the suspect's server failing alike says the
@@ -438,7 +467,7 @@ func (ru *run) apply(a *attempt, e ending, v verdict, se *fleet.StatusError, usa
 		a.rec.Error = clip(fmt.Sprintf("%s does not serve model %q (%v): check the candidate's url and model", c.URL, c.Model, e.err))
 		ru.r.markMissing(c.ID, now, a.rec.Error)
 	case markUnsupported:
-		ru.r.markUnsupported(c.ID, se.Unsupported)
+		ru.r.markUnsupported(c.ID, cmp.Or(v.lacks, se.Unsupported))
 	}
 	if a.rec.Fault == fleet.FaultQueued {
 		ru.r.queued(c.ID, now, a.rec.Error)

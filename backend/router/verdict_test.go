@@ -51,6 +51,17 @@ func TestJudge(t *testing.T) {
 			verdict{outcome: fleet.OutcomeNotRetryable, fault: fleet.FaultRequest, tell: hearIgnore, settle: settleServer, haltFailure: fleet.FailureRejected}},
 		{"403", ending{err: st(403)},
 			verdict{outcome: fleet.OutcomeNotRetryable, fault: fleet.FaultConfig, tell: hearIgnore, haltFailure: fleet.FailureUpstreamAuth}},
+		// A server with no endpoint for a prompt completion or an
+		// embedding lacks that kind of request, not its model: chat
+		// still goes to it (u3 review, item 1).
+		{"404 of a missing endpoint, generate", ending{err: &fleet.StatusError{StatusCode: 404, Message: "Not Found"}, kind: fleet.KindGenerate},
+			verdict{outcome: fleet.OutcomeError, fault: fleet.FaultCapability, tell: hearIgnore, mark: markUnsupported, lacks: "endpoint:generate"}},
+		{"404 of a missing endpoint, embed", ending{err: &fleet.StatusError{StatusCode: 404, Message: "File Not Found"}, kind: fleet.KindEmbed},
+			verdict{outcome: fleet.OutcomeError, fault: fleet.FaultCapability, tell: hearIgnore, mark: markUnsupported, lacks: "embedding"}},
+		{"404 of a missing model, generate", ending{err: &fleet.StatusError{StatusCode: 404, Message: "model 'tiny' not found"}, kind: fleet.KindGenerate},
+			verdict{outcome: fleet.OutcomeError, fault: fleet.FaultConfig, tell: hearIgnore, mark: markMissing}},
+		{"404 of a chat: the candidate's url or model", ending{err: &fleet.StatusError{StatusCode: 404, Message: "Not Found"}, kind: fleet.KindChat},
+			verdict{outcome: fleet.OutcomeError, fault: fleet.FaultConfig, tell: hearIgnore, mark: markMissing}},
 		{"a wrapped 404", ending{err: fmt.Errorf("ollama chat: %w", st(404))},
 			verdict{outcome: fleet.OutcomeError, fault: fleet.FaultConfig, tell: hearIgnore, mark: markMissing}},
 		{"409 is the server's", ending{err: st(409)},
@@ -117,6 +128,6 @@ func TestJudge(t *testing.T) {
 
 // brief is the part of a verdict the table pins.
 func brief(v verdict) string {
-	return fmt.Sprintf("%s/%s tell=%d settle=%d hold=%v mark=%d halt=%q empty=%v/%v sample=%v parsed=%v retry=%v crashed=%v",
-		v.outcome, v.fault, v.tell, v.settle, v.hold, v.mark, v.haltFailure, v.firstEmpty, v.haltEmpty, v.sample, v.parsed, v.retry, v.crashed)
+	return fmt.Sprintf("%s/%s tell=%d settle=%d hold=%v mark=%d lacks=%q halt=%q empty=%v/%v sample=%v parsed=%v retry=%v crashed=%v",
+		v.outcome, v.fault, v.tell, v.settle, v.hold, v.mark, v.lacks, v.haltFailure, v.firstEmpty, v.haltEmpty, v.sample, v.parsed, v.retry, v.crashed)
 }

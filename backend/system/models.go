@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
@@ -22,8 +23,17 @@ type learned struct {
 // at the first request. Servers that do not answer keep what was known.
 func (s *System) learnModels(ctx context.Context) {
 	var found []string
+	missing := map[string]bool{}
+	for _, st := range s.router.States() {
+		missing[st.Candidate.ID] = st.Missing != ""
+	}
 	for _, t := range s.router.Fleet().Targets {
 		c := t.Candidate
+		if c.Enabled && c.Provider != fleet.ProviderOllama && missing[c.ID] && s.listsModel(ctx, c) {
+			// An OpenAI-compatible server that said once it has no such
+			// model (vLLM while it swaps, llama-swap) lists it again.
+			found = append(found, c.ID)
+		}
 		if !c.Enabled || c.Provider != fleet.ProviderOllama {
 			continue
 		}
@@ -51,6 +61,15 @@ func (s *System) learnModels(ctx context.Context) {
 	cfg := s.cfg
 	s.mu.Unlock()
 	s.router.Update(s.routerFleet(cfg))
+}
+
+// listsModel reports whether c's OpenAI-compatible server lists c's
+// model on /v1/models. A server that does not answer lists nothing.
+func (s *System) listsModel(ctx context.Context, c fleet.Candidate) bool {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ids, err := s.openai.Models(sctx, c.URL, c.APIKey)
+	return err == nil && slices.ContainsFunc(ids, func(id string) bool { return fleet.SameModel(id, c.Model) })
 }
 
 // applyLearned puts what servers said about their models into c.

@@ -78,3 +78,36 @@ func TestEditBeforeTheWatchIsJudged(t *testing.T) {
 		t.Errorf("config error = %q; want the edit rejected, saying it needs a restart", doc.Error)
 	}
 }
+
+// An OpenAI-compatible candidate whose server once said it has no such
+// model is put back when the server lists the model again, as an Ollama
+// candidate is (u3 review, item 2); while its server lists nothing, it
+// stays out.
+func TestOpenAIModelFoundAgain(t *testing.T) {
+	f, err := simfleet.StartFleet([]simfleet.Member{{ID: "a", Priority: 1, Config: simfleet.Config{Provider: fleet.ProviderOpenAI, Models: []simfleet.Model{{Name: "m"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	sys, err := New(t.Context(), Options{ConfigPath: fleetConfig(t, f, "", "a", ""), Addr: "127.0.0.1:0", DBPath: t.TempDir() + "/h.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sys.Close() })
+	missing := func() string { return sys.router.States()[0].Missing }
+	sys.router.Missing("a", "the model `m` does not exist")
+	if err := f.SetFault("a", simfleet.Fault{Kind: simfleet.FaultRefuse}); err != nil {
+		t.Fatal(err)
+	}
+	sys.learnModels(t.Context())
+	if missing() == "" {
+		t.Fatal("put back while its server answered nothing")
+	}
+	if err := f.SetFault("a", simfleet.Fault{Kind: simfleet.FaultHealthy}); err != nil {
+		t.Fatal(err)
+	}
+	sys.learnModels(t.Context())
+	if m := missing(); m != "" {
+		t.Errorf("still missing (%q) once its server lists the model", m)
+	}
+}
