@@ -41,16 +41,29 @@ func (e *Error) Error() string {
 	}
 	var b strings.Builder
 	b.WriteString(e.Err.Error())
-	if len(e.Attempts) > 0 {
-		b.WriteString(": ")
-		for i, a := range e.Attempts {
-			if i > 0 {
-				b.WriteString("; ")
-			}
-			b.WriteString(Describe(a))
+	sep := ": "
+	for i, a := range e.Attempts {
+		if e.namedByErr(i, a) {
+			continue
 		}
+		b.WriteString(sep)
+		b.WriteString(Describe(a))
+		sep = "; "
 	}
 	return b.String()
+}
+
+// namedByErr reports whether Err already says how attempt i ended: the
+// attempt refused Switchyard's credentials, or failed the request's own
+// way (which names both candidates), so its words are not said twice.
+func (e *Error) namedByErr(i int, a fleet.Attempt) bool {
+	switch e.Failure {
+	case fleet.FailureUpstreamAuth:
+		return i == len(e.Attempts)-1
+	case fleet.FailureRequest:
+		return a.Outcome == fleet.OutcomeError && a.Fault == fleet.FaultRequest
+	}
+	return false
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -346,6 +346,27 @@ func TestRequestFaultsLockNobodyOut(t *testing.T) {
 	})
 }
 
+// A whole answer that broke after its first tokens goes on to the next
+// candidate, and its reason says so, not "before its first token" (u3
+// review).
+func TestWholeAnswerBrokenMidwaySaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first := tok("A1")
+		first.wait = 300 * time.Millisecond
+		f := newFake(map[string]script{"a": {steps: []step{role(), first, tok("A2"), fail(fleet.ErrTruncated)}}, "b": answer("B")})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+		ans, err := r.Complete(t.Context(), &fleet.Request{})
+		if err != nil || ans.Message.Content != "B" {
+			t.Fatalf("Complete() = %v, %v; want b's whole answer", ans, err)
+		}
+		a := rec.last().Attempts[0]
+		if got, want := Reason(a), "a stopped before finishing its answer"; got != want {
+			t.Errorf("reason = %q; want %q (attempt %+v)", got, want, a)
+		}
+	})
+}
+
 // A server without an endpoint for prompt completions answers them 404:
 // it is skipped for those, and still serves chat (u3 review, item 1).
 func TestMissingEndpointIsNotAMissingModel(t *testing.T) {

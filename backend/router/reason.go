@@ -61,8 +61,13 @@ func Reason(a fleet.Attempt) string {
 	case fleet.FaultClient:
 		return "the caller went away while " + c + " was answering"
 	}
-	if a.HTTPStatus > 0 {
+	switch {
+	case a.HTTPStatus > 0:
 		return fmt.Sprintf("%s answered with an error (HTTP %d)", c, a.HTTPStatus)
+	case a.TTFT > 0:
+		// A whole answer that broke after its first token: the request
+		// went on, as nothing had reached the caller.
+		return c + " stopped before finishing its answer"
 	}
 	return c + " failed before its first token"
 }

@@ -25,6 +25,7 @@ func TestReason(t *testing.T) {
 		{fleet.Attempt{Outcome: fleet.OutcomeBusy, Fault: fleet.FaultLoading}, "qwen3-8b was still loading its model"},
 		{fleet.Attempt{Outcome: fleet.OutcomeError, Fault: fleet.FaultServer, HTTPStatus: 500}, "qwen3-8b answered with an error (HTTP 500)"},
 		{fleet.Attempt{Outcome: fleet.OutcomeError, Fault: fleet.FaultServer, Error: "dial tcp: connection refused"}, "qwen3-8b failed before its first token"},
+		{fleet.Attempt{Outcome: fleet.OutcomeError, Fault: fleet.FaultServer, TTFT: 300 * time.Millisecond, Error: "truncated"}, "qwen3-8b stopped before finishing its answer"},
 		{fleet.Attempt{Outcome: fleet.OutcomeError, Fault: fleet.FaultConfig}, "qwen3-8b: its server does not have the model"},
 		{fleet.Attempt{Outcome: fleet.OutcomeNotRetryable, Fault: fleet.FaultConfig, HTTPStatus: 401}, "qwen3-8b refused Switchyard's credentials"},
 		{fleet.Attempt{Outcome: fleet.OutcomeNotRetryable, Fault: fleet.FaultRequest, HTTPStatus: 400}, "qwen3-8b refused this request (HTTP 400)"},
