@@ -92,7 +92,9 @@ type Options struct {
 	// Scenarios are the scenarios to run. Default Scenarios().
 	Scenarios []Scenario
 	// FirstTokenTimeout is Switchyard's first-token deadline, which ends
-	// the stall scenario's attempts on the primary. Default 500ms.
+	// the stall scenario's attempts on the primary. Default 2s: far
+	// above the simulated servers' 20ms first token, so that a healthy
+	// secondary on a machine busy with other work is not cut as stalled.
 	FirstTokenTimeout time.Duration
 	// TTFT and TokenGap pace the simulated servers. Defaults 20ms and 2ms.
 	TTFT, TokenGap time.Duration
@@ -119,7 +121,7 @@ func (o Options) withDefaults() Options {
 		o.Scenarios = Scenarios()
 	}
 	if o.FirstTokenTimeout <= 0 {
-		o.FirstTokenTimeout = 500 * time.Millisecond
+		o.FirstTokenTimeout = 2 * time.Second
 	}
 	if o.TTFT <= 0 {
 		o.TTFT = 20 * time.Millisecond
