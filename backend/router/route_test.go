@@ -346,6 +346,21 @@ func TestNotRetryableReturnsAtOnce(t *testing.T) {
 				if s := r.Breaker("a").Snapshot(); s.Failures != 0 {
 					t.Errorf("HTTP %d counted on the breaker", status)
 				}
+				// A refused key is shown loudly, in the status (SPEC 2.2),
+				// until the server answers again.
+				refused := func() string { return r.States()[0].Refused }
+				if got := refused(); (status == 401 || status == 403) != strings.Contains(got, "refused Switchyard's credentials") {
+					t.Errorf("HTTP %d: status says %q", status, got)
+				}
+				f.set("a", answer("A"))
+				s, err := r.Stream(t.Context(), &fleet.Request{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				drain(s)
+				if got := refused(); got != "" {
+					t.Errorf("after an answer, status still says %q", got)
+				}
 			})
 		})
 	}

@@ -186,9 +186,12 @@ type marks struct {
 	loadingSince time.Time // when a loading answer was last seen
 	missing      string    // the 404 that says the model is not there; "" when it is
 	missingSince time.Time
-	unsupported  map[string]bool // capabilities the server said the model lacks
-	inflight     atomic.Int64
-	starts       atomic.Int64 // attempts ever started on the candidate
+	// refused is the last 401 or 403 of its server, which refused
+	// Switchyard's credentials, "" once an answer came after it.
+	refused     string
+	unsupported map[string]bool // capabilities the server said the model lacks
+	inflight    atomic.Int64
+	starts      atomic.Int64 // attempts ever started on the candidate
 	// How long nothing sent to it has answered (attempt.stuckFor): waiting
 	// counts the attempts on it that wait for their first token,
 	// answering those that had it and still run (a stream it sends is an
@@ -278,7 +281,7 @@ func (r *Router) forget(id string) {
 	m := r.mark(id)
 	r.marksMu.Lock()
 	defer r.marksMu.Unlock()
-	m.missing, m.missingSince, m.unsupported = "", time.Time{}, nil
+	m.missing, m.missingSince, m.unsupported, m.refused = "", time.Time{}, nil, ""
 }
 
 // mark returns the marks of candidate id, creating them on first use.
@@ -326,6 +329,10 @@ type CandidateState struct {
 	// Missing is the answer that says the server does not serve the
 	// candidate's model (a configuration fault), "" when none.
 	Missing string
+	// Refused is the last answer of its server that refused Switchyard's
+	// credentials (401, 403: its api_key_env), "" when none came or an
+	// answer came since.
+	Refused string
 	// InFlight is how many of Switchyard's requests it runs now; Slots
 	// how many its server runs at once (0 when unknown).
 	InFlight, Slots int
@@ -372,6 +379,7 @@ func (r *Router) States() []CandidateState {
 			if now.Sub(m.queuedAt) < BusyShown {
 				cs.BusyWithOthers, cs.BusySince = m.queuedWhy, m.queuedAt
 			}
+			cs.Refused = m.refused
 			r.marksMu.Unlock()
 		}
 		if r.deps.Pressure != nil {
@@ -516,12 +524,22 @@ func (r *Router) waitBegan(id string, start time.Time) {
 	m.waiting++
 }
 
+// refusedKey notes that candidate id's server refused Switchyard's
+// credentials, in the words why.
+func (r *Router) refusedKey(id, why string) {
+	m := r.mark(id)
+	r.marksMu.Lock()
+	defer r.marksMu.Unlock()
+	m.refused = why
+}
+
 // firstToken notes that an attempt on candidate id had its first token at
-// now: its server answers, and did not crash on it.
+// now: its server answers, and did not crash on it (nor refuse its key).
 func (r *Router) firstToken(id string, now time.Time) {
 	m := r.mark(id)
 	r.marksMu.Lock()
 	defer r.marksMu.Unlock()
+	m.refused = ""
 	m.waiting--
 	m.answering++
 	m.crashed = false

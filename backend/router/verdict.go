@@ -497,6 +497,7 @@ func (ru *run) apply(a *attempt, e ending, v verdict, se *fleet.StatusError, usa
 	switch v.haltFailure {
 	case fleet.FailureUpstreamAuth:
 		v.haltErr = fmt.Errorf("upstream %s refused Switchyard's credentials (check its api_key_env): %w", c.ID, e.err)
+		ru.r.refusedKey(c.ID, clip(fmt.Sprintf("%s refused Switchyard's credentials (%v): check its api_key_env", c.URL, e.err)))
 	case fleet.FailureRequest:
 		if v.haltErr == nil && prev != nil {
 			v.haltErr = fmt.Errorf("the request failed the same way on %s and %s: %w", prev.a.e.target.Candidate.ID, c.ID, e.err)

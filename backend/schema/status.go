@@ -54,6 +54,10 @@ type Candidate struct {
 	// ConfigError says its server does not serve its model, "" when it
 	// does.
 	ConfigError string `json:"config_error"`
+	// AuthError says its server refused Switchyard's credentials (401,
+	// 403: its api_key_env) at the last request, "" when it has not or
+	// answered since.
+	AuthError string `json:"auth_error"`
 	// Unreachable says why its server does not answer Switchyard's polls
 	// ("connection refused"), "" while it answers; UnreachableSince is
 	// since when.
@@ -249,7 +253,7 @@ func NewStatus(in StatusInput) Status {
 			EmbedOnly:        c.EmbedOnly,
 			Breaker: Breaker{State: st.Breaker.State, Failures: st.Breaker.Failures, RemainingMS: st.Breaker.Remaining.Milliseconds(),
 				Probing: st.Breaker.Probing, Since: st.Breaker.Since},
-			BusyMS: st.BusyFor.Milliseconds(), Loading: st.Loading, ConfigError: st.Missing, InFlight: st.InFlight, Slots: st.Slots,
+			BusyMS: st.BusyFor.Milliseconds(), Loading: st.Loading, ConfigError: st.Missing, AuthError: st.Refused, InFlight: st.InFlight, Slots: st.Slots,
 			BusyWithOthers: st.BusyWithOthers,
 			DeadlineMS:     st.Deadline.Milliseconds(), Cold: st.Cold,
 			TTFT:    TTFT{N: t.N, P50MS: t.P50.Milliseconds(), P95MS: t.P95.Milliseconds(), P99MS: t.P99.Milliseconds()},

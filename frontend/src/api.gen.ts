@@ -256,6 +256,7 @@ export interface components {
         };
         Candidate: {
             all_gpus: boolean;
+            auth_error: string;
             breaker: components["schemas"]["Breaker"];
             /** Format: int64 */
             busy_ms: number;

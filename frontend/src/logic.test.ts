@@ -67,6 +67,7 @@ function cand(id: string, p: Partial<CandidateStatus> = {}): CandidateStatus {
     busy_ms: 0,
     loading: false,
     config_error: '',
+    auth_error: '',
     unreachable: '',
     unreachable_since: null,
     gpus: [],

@@ -319,7 +319,7 @@ describe('CandidateCard', () => {
   function cand(breaker: Partial<CandidateStatus['breaker']>): CandidateStatus {
     return {
       id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-      supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null, kept_out: null,
+      supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', auth_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 0, slots: 0, deadline_ms: 60000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null, kept_out: null,
       breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z', ...breaker },
     };
   }
@@ -407,7 +407,7 @@ describe('CandidateCard', () => {
     expect(root.textContent).not.toContain('ceiling');
   });
 
-  it('a server that does not answer, or lacks its model, is not "healthy"', async () => {
+  it('a server that does not answer, lacks its model or refuses the key is not "healthy"', async () => {
     const dead = { ...cand({ state: 'closed' }), unreachable: 'connection refused', unreachable_since: '2026-05-14T18:41:00Z' };
     await show(card(dead));
     const badge = root.querySelector('[data-testid=breaker-qwen3-8b]') as HTMLElement;
@@ -418,13 +418,20 @@ describe('CandidateCard', () => {
     await show(card(missing));
     expect(root.querySelector('[data-testid=breaker-qwen3-8b]')!.textContent).toBe('model missing');
     expect(root.querySelector('[data-testid=server-problem-qwen3-8b]')!.textContent).toBe('Model not found: http://127.0.0.1:1 does not serve model "qwen3:8b"');
+    // A refused key is said loudly too (SPEC 2.2), not "healthy".
+    const refused = { ...cand({ state: 'closed' }), auth_error: "http://127.0.0.1:1 refused Switchyard's credentials (upstream HTTP 401: bad key): check its api_key_env" };
+    await show(card(refused));
+    expect(root.querySelector('[data-testid=breaker-qwen3-8b]')!.textContent).toBe('key refused');
+    expect(root.querySelector('[data-testid=server-problem-qwen3-8b]')!.textContent).toBe(
+      "Key refused: http://127.0.0.1:1 refused Switchyard's credentials (upstream HTTP 401: bad key): check its api_key_env",
+    );
   });
 });
 
 describe('CandidateCard while a request waits on it', () => {
   const c: CandidateStatus = {
     id: 'qwen3-8b', provider: 'ollama', url: 'http://127.0.0.1:1', model: 'qwen3:8b', priority: 1, enabled: true,
-    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null, kept_out: null,
+    supports_thinking: true, embeds: false, embed_only: false, busy_ms: 0, loading: false, config_error: '', auth_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 1, slots: 0, deadline_ms: 8000, cold: false, ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null, kept_out: null,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '2026-05-14T19:36:00Z' },
   };
   const wait = { requestId: 'r1', candidate: 'qwen3-8b', order: 0, cold: false, deadlineMs: 8000, endsAt: 8000 };
@@ -456,7 +463,7 @@ describe('CandidateCard while a request waits on it', () => {
 describe('ChatScreen while the answer waits for its first token', () => {
   const cand = (id: string, priority: number): CandidateStatus => ({
     id, provider: 'ollama', url: '', model: id, priority, enabled: true, supports_thinking: false, embeds: false, embed_only: false,
-    busy_ms: 0, loading: false, config_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 0, slots: 0, deadline_ms: 8000, cold: false,
+    busy_ms: 0, loading: false, config_error: '', auth_error: '', unreachable: '', unreachable_since: null, gpus: [], all_gpus: false, server_queue: null, busy_with_others: '', busy_since: null, in_flight: 0, slots: 0, deadline_ms: 8000, cold: false,
     ttft: { n: 0, p50_ms: 0, p95_ms: 0, p99_ms: 0 }, demoted: false, pressure: null, kept_out: null,
     breaker: { state: 'closed', failures: 0, remaining_ms: 0, probing: false, since: '' },
   });

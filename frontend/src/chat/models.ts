@@ -18,13 +18,14 @@ export function modelOptions(status: Status | null, served: string[], thinking: 
     if (c.breaker.state !== 'closed') notes.push(breakerLabel(c.breaker.state));
     else if (c.unreachable) notes.push('unreachable');
     else if (c.config_error) notes.push('model missing');
+    else if (c.auth_error) notes.push('key refused');
     if (thinking && !c.supports_thinking) notes.push('no thinking');
     const title =
       c.breaker.state !== 'closed'
         ? breakerHint(c.breaker.state)
         : c.unreachable
           ? `Its server does not answer (${c.unreachable}).`
-          : c.config_error || undefined;
+          : c.config_error || c.auth_error || undefined;
     out.push({ id: c.id, label: notes.length ? `${c.id} (${notes.join(', ')})` : c.id, ...(title ? { title } : {}) });
   }
   for (const id of served) {

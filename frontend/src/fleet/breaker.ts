@@ -72,8 +72,8 @@ export interface CandidateBadge {
 }
 
 /**
- * candidateBadge is what a card's badge says: "unreachable" or "model
- * missing" when the server can't serve (a closed breaker only means no
+ * candidateBadge is what a card's badge says: "unreachable", "model
+ * missing" or "key refused" when the server can't serve (a closed breaker only means no
  * request failed yet), else the breaker in words ("tripped, cooling down"
  * while the countdown runs). The title adds the breaker's technical state.
  */
@@ -86,14 +86,17 @@ export function candidateBadge(c: CandidateStatus, cooldownLeftMs: number): Cand
   if (st === 'closed' && c.config_error) {
     return { label: 'model missing', tone: 'bad', title: `${c.config_error}. ${technical}` };
   }
+  if (st === 'closed' && c.auth_error) {
+    return { label: 'key refused', tone: 'bad', title: `${c.auth_error}. ${technical}` };
+  }
   const label = st === 'open' ? 'tripped, cooling down' : breakerLabel(st);
   return { label, tone: breakerTone(st), title: breakerHint(st) };
 }
 
 /**
  * serverProblem says in a line why a candidate's server can't serve:
- * "Unreachable since 18:41:07 (connection refused)", or its model is
- * missing; null while it answers.
+ * "Unreachable since 18:41:07 (connection refused)", its model is
+ * missing, or it refused Switchyard's key; null while it answers.
  */
 export function serverProblem(c: CandidateStatus): string | null {
   if (c.unreachable) {
@@ -101,6 +104,7 @@ export function serverProblem(c: CandidateStatus): string | null {
     return `Unreachable${since} (${c.unreachable})`;
   }
   if (c.config_error) return `Model not found: ${c.config_error}`;
+  if (c.auth_error) return `Key refused: ${c.auth_error}`;
   return null;
 }
 
