@@ -45,6 +45,7 @@ type attempt struct {
 	// extended: its live server was waited for up to the ceiling, the
 	// deadline it then ran under; endStuck is stuckFor as it ended.
 	tokened, extended atomic.Bool
+	extendedTo        atomic.Int64 // the deadline it was extended to, a time.Duration
 	endStuck          time.Duration
 	// The stall watchdog of a committed stream, kept lazily (Stream.Recv,
 	// docs/DESIGN.md, "Stall watchdog"): Recv moves stallAt and says
@@ -128,7 +129,9 @@ func (a *attempt) expire() {
 		return
 	}
 	waited := time.Since(a.rec.StartedAt)
-	if a.liveness != nil && waited < a.ceiling {
+	// A cold deadline may pass the ceiling: its server is still asked
+	// once, as it may be loading the model.
+	if a.liveness != nil && (waited < a.ceiling || a.rec.Cold && !a.extended.Load()) {
 		ctx, cancel := context.WithTimeout(a.ctx, LivenessBound)
 		p := a.liveness.Check(ctx, a.e.target.Candidate)
 		cancel()
@@ -136,12 +139,21 @@ func (a *attempt) expire() {
 			a.r.progressed(a.e.target.Candidate.ID, time.Now(), p.Progress)
 		}
 		a.pulse.Store(&p)
-		if p.Err == nil && !p.Idle && a.last && a.stuckFor(time.Now()) == 0 {
-			// The last candidate's server is alive: wait as a direct
-			// request would.
+		// The last candidate's server is alive: wait as a direct request
+		// would. A server loading the request's model is waited for
+		// whatever comes next (SPEC 3: giving up aborts the load, and a
+		// deadline too short for it would keep the model cold for ever),
+		// once, up to the ceiling or twice the deadline the load passed.
+		loadingIt := p.Loading && !a.extended.Load()
+		until := a.ceiling
+		if loadingIt {
+			until = max(a.ceiling, 2*a.rec.Deadline)
+		}
+		if p.Err == nil && !p.Idle && (a.last || loadingIt) && a.stuckFor(time.Now()) == 0 && waited < until {
 			if a.phase.CompareAndSwap(phaseChecking, phaseWaiting) {
 				a.extended.Store(true)
-				a.timer.Reset(max(a.ceiling-time.Since(a.rec.StartedAt), 0))
+				a.extendedTo.Store(int64(until))
+				a.timer.Reset(max(until-time.Since(a.rec.StartedAt), 0))
 			}
 			return
 		}
@@ -295,7 +307,7 @@ func (a *attempt) release() error {
 	a.r.waitEnded(a.e.target.Candidate.ID, now, a.tokened.Load(), now.Sub(a.rec.StartedAt))
 	a.rec.Duration = now.Sub(a.rec.StartedAt)
 	if a.extended.Load() {
-		a.rec.Deadline = a.ceiling
+		a.rec.Deadline = time.Duration(a.extendedTo.Load())
 	}
 	return cause
 }
@@ -315,6 +327,9 @@ type Pulse struct {
 	// Idle: it answered and shows itself idle with free slots, so it is
 	// not working on the request that waits for it.
 	Idle bool
+	// Loading: it is loading the request's model (Ollama lists it once
+	// loaded), so the wait is a load, and giving up would abort it.
+	Loading bool
 	// Evidence says what it answered, in plain words: "alive: /slots
 	// answered in 3 ms; 1 of 1 slots busy with work Switchyard did not
 	// send".

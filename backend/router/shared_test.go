@@ -49,6 +49,8 @@ var (
 	busyPulse = Pulse{Evidence: "alive: /api/ps answered in 3 ms"}
 	idlePulse = Pulse{Idle: true, Evidence: "alive: /slots answered in 2 ms; 0 of 1 slots busy"}
 	deadPulse = Pulse{Err: errors.New("/slots: context deadline exceeded")}
+	// Ollama's /api/ps, its model not listed yet: it is loading it.
+	loadingPulse = Pulse{Loading: true, Evidence: "alive: /api/ps answered in 1 ms; tiny not resident yet: loading it"}
 )
 
 // The decision table of a first-token deadline on a server other clients
@@ -76,6 +78,10 @@ func TestSharedServerDeadline(t *testing.T) {
 			text: "not alive"},
 		{name: "not answering, the only candidate", pulse: deadPulse, only: true,
 			want: []string{"a:timeout/server"}, failures: 1, waited: 300 * time.Millisecond},
+		// Giving up would abort the load, and the model would stay cold
+		// however often it is asked (u1 review, item 1).
+		{name: "loading the request's model, with a fallback", pulse: loadingPulse,
+			want: []string{"a:success/"}, served: "a", waited: 5 * time.Second},
 		{name: "idle with free slots", pulse: idlePulse,
 			want: []string{"a:timeout/server", "b:success/"}, failures: 1, served: "b", waited: 300 * time.Millisecond,
 			text: "alive but idle"},

@@ -730,5 +730,5 @@ type liveness struct{ p *report.Poller }
 
 func (l liveness) Check(ctx context.Context, c fleet.Candidate) router.Pulse {
 	a := l.p.Alive(ctx, c)
-	return router.Pulse{Err: a.Err, Idle: a.Idle, Evidence: a.Evidence, Progress: a.Progress}
+	return router.Pulse{Err: a.Err, Idle: a.Idle, Loading: a.Loading, Evidence: a.Evidence, Progress: a.Progress}
 }

@@ -24,6 +24,10 @@ type Alive struct {
 	// llama.cpp's /metrics), so it is working on nothing, the late request
 	// included.
 	Idle bool
+	// Loading: it is loading the model the late request asked for
+	// (Ollama's /api/ps does not list it yet; llama.cpp answers "Loading
+	// model"), so the wait is a load, which giving up would abort.
+	Loading bool
 	// Evidence says what it answered, in plain words.
 	Evidence string
 	// Progress changes when the server gets on with its work, whoever sent
@@ -60,15 +64,22 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 		names := make([]string, 0, len(running))
 		var progress strings.Builder
 		progress.WriteString("ollama")
+		resident := false
 		for _, r := range running {
 			names = append(names, r.Name)
 			fmt.Fprintf(&progress, " %s@%d", r.Name, r.ExpiresAt.UnixNano())
+			resident = resident || fleet.SameModel(r.Name, c.Model)
 		}
 		ev := fmt.Sprintf("alive: /api/ps answered in %s", took())
 		if len(names) > 0 {
 			ev += "; resident: " + strings.Join(names, ", ")
 		}
-		return Alive{Evidence: ev, Progress: progress.String()}
+		if !resident {
+			// Ollama lists a model once it has loaded: the request waits
+			// for its load.
+			ev += "; " + c.Model + " not resident yet: loading it"
+		}
+		return Alive{Evidence: ev, Progress: progress.String(), Loading: !resident}
 	}
 	root, err := serverRoot(ep.key.url)
 	if err != nil {
@@ -109,7 +120,7 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 	})
 	switch {
 	case loading(err):
-		return Alive{Evidence: fmt.Sprintf("alive: loading its model (/slots answered in %s)", took())}
+		return Alive{Loading: true, Evidence: fmt.Sprintf("alive: loading its model (/slots answered in %s)", took())}
 	case err != nil:
 		return Alive{Err: err}
 	case found && slots > 0:
@@ -139,7 +150,7 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 	metricsProgress := fmt.Sprintf("metrics %g", generated)
 	switch {
 	case loading(err):
-		return Alive{Evidence: fmt.Sprintf("alive: loading its model (/metrics answered in %s)", took())}
+		return Alive{Loading: true, Evidence: fmt.Sprintf("alive: loading its model (/metrics answered in %s)", took())}
 	case err != nil:
 		return Alive{Err: err}
 	case found && rep.vllm != nil:

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/switchyard/switchyard/backend/fleet"
@@ -47,4 +48,29 @@ func TestAliveProgress(t *testing.T) {
 	srv.answer("/metrics", 200, "llamacpp:requests_processing 1\nllamacpp:requests_deferred 0\nllamacpp:tokens_predicted_total 100\n")
 	step("llama.cpp --metrics, nothing generated", lc, "/metrics", "llamacpp:requests_processing 1\nllamacpp:requests_deferred 0\nllamacpp:tokens_predicted_total 100\n", false)
 	step("llama.cpp --metrics, tokens generated", lc, "/metrics", "llamacpp:requests_processing 1\nllamacpp:requests_deferred 0\nllamacpp:tokens_predicted_total 130\n", true)
+}
+
+// Ollama lists a model in /api/ps once it has loaded it: a late request
+// whose model is not listed waits for its load (u1 review, item 1).
+func TestAliveSaysLoading(t *testing.T) {
+	srv := newFakeServer(t)
+	ol := fleet.Candidate{ID: "ol", Provider: fleet.ProviderOllama, URL: srv.URL, Model: "tiny", Enabled: true}
+	p, _ := newTestPoller(t, ol)
+	for _, tt := range []struct {
+		ps      string
+		loading bool
+	}{
+		{`{"models":[]}`, true},
+		{`{"models":[{"name":"other:7b","model":"other:7b","size":1}]}`, true},
+		{`{"models":[{"name":"tiny:latest","model":"tiny:latest","size":1}]}`, false},
+	} {
+		srv.answer("/api/ps", 200, tt.ps)
+		a := p.Alive(t.Context(), ol)
+		if a.Err != nil || a.Loading != tt.loading {
+			t.Errorf("/api/ps %s: Alive = %+v; want Loading %v", tt.ps, a, tt.loading)
+		}
+		if tt.loading && !strings.Contains(a.Evidence, "tiny not resident yet") {
+			t.Errorf("evidence %q does not say the model is loading", a.Evidence)
+		}
+	}
 }
