@@ -148,7 +148,7 @@ func (l *Learner) get(id string) *samples {
 // Observe implements router.Deadlines. A committed attempt's TTFT is a
 // warm sample unless the attempt was cold, waited in its server's queue,
 // or the upstream reported loading the model for it. A real load (see
-// realLoad) is remembered as the expected load time; a warm answer's
+// fleet.TTFTSample.RealLoad) is remembered as the expected load time; a warm answer's
 // load_duration of a millisecond is not a load and teaches nothing.
 func (l *Learner) Observe(c fleet.Candidate, s fleet.TTFTSample) {
 	if s.TTFT > 0 {
@@ -156,7 +156,7 @@ func (l *Learner) Observe(c fleet.Candidate, s fleet.TTFTSample) {
 		l.get(c.ID).answered = l.s.Now()
 		l.mu.Unlock()
 	}
-	loaded := realLoad(s)
+	loaded := s.RealLoad()
 	if loaded {
 		load := s.Usage.LoadDuration
 		l.mu.Lock()
@@ -168,25 +168,9 @@ func (l *Learner) Observe(c fleet.Candidate, s fleet.TTFTSample) {
 		}
 		l.mu.Unlock()
 	}
-	if s.TTFT <= 0 || s.Cold || s.Queued || loaded {
-		return
+	if s.Warm() {
+		l.add(c.ID, s.TTFT)
 	}
-	l.add(c.ID, s.TTFT)
-}
-
-// MinLoad is the shortest load_duration taken for a real load of a model.
-// Ollama reports a few milliseconds of "load" on every warm answer.
-const MinLoad = 50 * time.Millisecond
-
-// realLoad reports whether s's answer included loading the model: the
-// upstream reported at least MinLoad of loading, and either the attempt
-// was known to be cold or the load took most of its wait for the first
-// token.
-func realLoad(s fleet.TTFTSample) bool {
-	if s.Usage == nil || s.Usage.LoadDuration < MinLoad {
-		return false
-	}
-	return s.Cold || s.Usage.LoadDuration > s.TTFT/2
 }
 
 // Stats are a candidate's learned TTFT percentiles.

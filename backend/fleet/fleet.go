@@ -292,6 +292,28 @@ type TTFTSample struct {
 	Usage  *Usage // what the upstream reported at the end, nil when unknown
 }
 
+// MinLoad is the shortest load_duration taken for a real load of a model.
+// Ollama reports a few milliseconds of "load" on every warm answer.
+const MinLoad = 50 * time.Millisecond
+
+// RealLoad reports whether s's answer included loading the model: the
+// upstream reported at least MinLoad of loading, and either the attempt
+// was known to be cold or the load took most of its wait for the first
+// token.
+func (s TTFTSample) RealLoad() bool {
+	if s.Usage == nil || s.Usage.LoadDuration < MinLoad {
+		return false
+	}
+	return s.Cold || s.Usage.LoadDuration > s.TTFT/2
+}
+
+// Warm reports whether s measures the server's speed: a first token, with
+// no load and no wait in a queue before it (docs/DESIGN.md, "What is a
+// sample").
+func (s TTFTSample) Warm() bool {
+	return s.TTFT > 0 && !s.Cold && !s.Queued && !s.RealLoad()
+}
+
 // Stream is one upstream answer, read chunk by chunk like an io.Reader.
 //
 // Recv blocks until the next chunk, and returns io.EOF after the last chunk

@@ -146,6 +146,10 @@ type Attempt struct {
 	Cold    bool
 	Demoted bool
 	Reading *GPUReading
+	// Warm: its TTFT was a warm sample of the server's speed
+	// (TTFTSample.Warm), which the learner took, and a restart seeds
+	// from the history.
+	Warm bool
 }
 
 // RequestRecord is the history record of one request, written when it ends.

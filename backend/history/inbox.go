@@ -39,9 +39,12 @@ WHERE NOT EXISTS (SELECT 1 FROM requests WHERE id = ?1)`
 	error, ttft_ms, latency_ms, prompt_tokens, completion_tokens, failure)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertAttempt = `INSERT INTO attempts (request_id, ord, candidate, outcome, error,
-	http_status, started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading, fault)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	requestValues, attemptValues = 17, 14
+	http_status, started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading, fault, warm)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	requestValues, attemptValues = 17, 15
+	// attemptValues1 is an attempt's values in format 1, which had no
+	// warm: its rows are read with NULL there.
+	attemptValues1 = 14
 )
 
 // A record in the inbox (its rec column) is a format byte, the number of
@@ -49,8 +52,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 // the number of its values and the values, each a kind byte and, for an
 // integer, a zig-zag varint, for a text, a uvarint length and the bytes.
 // A change to the columns of requests or attempts needs a new format, and
-// the move must still read this one (a crash may leave records in it).
-const inboxFormat = 1
+// the move must still read the ones before (a crash may leave records in
+// them). Format 2 added the attempt's warm flag.
+const inboxFormat = 2
 
 const (
 	kindNull = iota
@@ -113,6 +117,7 @@ func encodeRecord(r fleet.RequestRecord) ([]byte, error) {
 			e.text(string(b))
 		}
 		e.textOrNull(string(a.Fault))
+		e.flag(a.Warm)
 	}
 	return e.b, nil
 }
@@ -175,8 +180,12 @@ var errMalformed = errors.New("malformed inbox record")
 // decodeRecord returns the rows of an inbox record: the request's values,
 // then each attempt's, as insertRequest and insertAttempt take them.
 func decodeRecord(b []byte) ([][]driver.Value, error) {
-	if len(b) == 0 || b[0] != inboxFormat {
+	if len(b) == 0 || b[0] != inboxFormat && b[0] != 1 {
 		return nil, fmt.Errorf("%w: unknown format", errMalformed)
+	}
+	sent := uint64(attemptValues)
+	if b[0] == 1 {
+		sent = attemptValues1
 	}
 	d := decoder{b: b[1:]}
 	n := d.uvarint()
@@ -185,15 +194,15 @@ func decodeRecord(b []byte) ([][]driver.Value, error) {
 	}
 	rows := make([][]driver.Value, n)
 	for i := range rows {
-		want := uint64(attemptValues)
+		want, size := sent, uint64(attemptValues)
 		if i == 0 {
-			want = requestValues
+			want, size = requestValues, requestValues
 		}
 		if d.uvarint() != want {
 			return nil, fmt.Errorf("%w: row %d has the wrong number of values", errMalformed, i)
 		}
-		row := make([]driver.Value, want)
-		for j := range row {
+		row := make([]driver.Value, size) // an older format's missing values are NULL
+		for j := range want {
 			row[j] = d.value()
 		}
 		rows[i] = row

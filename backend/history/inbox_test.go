@@ -3,12 +3,15 @@ package history
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/switchyard/switchyard/backend/fleet"
 )
 
 // The writer moves the inbox once it holds moveAt records, and moveDelay
@@ -146,5 +149,52 @@ func TestDecodeRecordRefusesMalformed(t *testing.T) {
 		if _, err := decodeRecord(tt.b); !errors.Is(err, errMalformed) {
 			t.Errorf("decodeRecord(%s) = %v; want errMalformed", tt.name, err)
 		}
+	}
+}
+
+// A record a crash left in the inbox or the journal in format 1, from
+// before attempts had their warm flag, is still read: its attempts' warm
+// is NULL, and the seed reads those as it did (not cold).
+func TestDecodeRecordOfFormat1(t *testing.T) {
+	r := rec("r", t0)
+	r.Attempts[0].Outcome, r.Attempts[0].TTFT = fleet.OutcomeSuccess, 40*time.Millisecond
+	b, err := encodeRecord(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := decodeRecord(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same rows as format 1 wrote them: no warm.
+	e := encoder{b: []byte{1}}
+	e.b = binary.AppendUvarint(e.b, uint64(len(rows)))
+	for i, row := range rows {
+		if i > 0 {
+			row = row[:attemptValues1]
+		}
+		e.row(len(row))
+		for _, v := range row {
+			switch v := v.(type) {
+			case nil:
+				e.null()
+			case int64:
+				e.int(v)
+			case string:
+				e.text(v)
+			default:
+				t.Fatalf("value %T", v)
+			}
+		}
+	}
+	old, err := decodeRecord(e.b)
+	if err != nil {
+		t.Fatalf("decodeRecord(format 1) = %v", err)
+	}
+	if len(old[1]) != attemptValues || old[1][14] != nil || !warmRow(old[1]) {
+		t.Errorf("format 1 attempt = %v; want its warm NULL, read as warm (not cold)", old[1])
+	}
+	if warmRow(rows[1]) {
+		t.Errorf("format 2 attempt %v, not a warm sample, read as warm", rows[1])
 	}
 }

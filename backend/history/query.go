@@ -55,7 +55,7 @@ const requestColumns = `id, started_at, protocol, stream, thinking, requested_mo
 	latency_ms, prompt_tokens, completion_tokens, failure`
 
 const attemptColumns = `request_id, ord, candidate, outcome, error, http_status,
-	started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading, fault`
+	started_at, deadline_ms, ttft_ms, duration_ms, cold, demoted, reading, fault, coalesce(warm, 0)`
 
 // Requests returns the requests f selects, newest first, each with its
 // attempts. It reads the tables with two queries whatever the page size
@@ -252,7 +252,7 @@ func attachAttempts(ctx context.Context, db queryer, recs []fleet.RequestRecord)
 			httpStatus, started, ttft sql.Null[int64]
 		)
 		err := rows.Scan(&a.RequestID, &a.Order, &a.Candidate, &a.Outcome, &errText, &httpStatus,
-			&started, &deadline, &ttft, &duration, &a.Cold, &a.Demoted, &reading, &fault)
+			&started, &deadline, &ttft, &duration, &a.Cold, &a.Demoted, &reading, &fault, &a.Warm)
 		if err != nil {
 			return fmt.Errorf("attempts: %w", err)
 		}
@@ -310,7 +310,8 @@ func (s *Store) TTFTStats(ctx context.Context, since time.Time) (map[string]TTFT
 }
 
 // WarmTTFTs returns the TTFTs of candidate's newest successful attempts that
-// were not cold starts, newest first, at most limit of them (limit <= 0
+// were warm samples (fleet.Attempt.Warm; for rows written before that was
+// kept, those that were not cold starts), newest first, at most limit of them (limit <= 0
 // means DefaultLimit).
 func (s *Store) WarmTTFTs(ctx context.Context, candidate string, limit int) ([]time.Duration, error) {
 	if limit <= 0 {
@@ -352,7 +353,7 @@ func (s *Store) WarmTTFTs(ctx context.Context, candidate string, limit int) ([]t
 }
 
 const warmTTFTs = `SELECT started_at, ttft_ms FROM attempts
-	WHERE candidate = ? AND outcome = 'success' AND cold = 0 AND ttft_ms IS NOT NULL
+	WHERE candidate = ? AND outcome = 'success' AND coalesce(warm, cold = 0) AND ttft_ms IS NOT NULL
 	ORDER BY started_at DESC LIMIT ?`
 
 // SeriesPoint is one candidate's TTFT over one time bucket.

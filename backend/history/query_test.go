@@ -149,7 +149,8 @@ func recordAttempts(t *testing.T, s *Store, as []attempted) {
 	for i, a := range as {
 		id := fmt.Sprint("t", i)
 		r := rec(id, t0.Add(a.at))
-		r.Attempts[0] = fleet.Attempt{RequestID: id, Candidate: a.c, Outcome: a.outcome, StartedAt: t0.Add(a.at), TTFT: a.ttft, Cold: a.cold}
+		r.Attempts[0] = fleet.Attempt{RequestID: id, Candidate: a.c, Outcome: a.outcome, StartedAt: t0.Add(a.at), TTFT: a.ttft, Cold: a.cold,
+			Warm: a.outcome == fleet.OutcomeSuccess && !a.cold}
 		mustRecord(t, s, r)
 	}
 }
@@ -224,6 +225,11 @@ func TestWarmTTFTs(t *testing.T) {
 		{"b", 6 * time.Second, fleet.OutcomeSuccess, 60 * ms, false},
 		{"a", 7 * time.Second, fleet.OutcomeSuccess, 70 * ms, false},
 	})
+	// A wait behind another client's work is no sample, after a restart
+	// either (SPEC 2.4; u1 review, item 2).
+	queued := rec("q", t0.Add(8*time.Second))
+	queued.Attempts[0] = fleet.Attempt{RequestID: "q", Candidate: "a", Outcome: fleet.OutcomeSuccess, StartedAt: t0.Add(8 * time.Second), TTFT: 11 * time.Second}
+	mustRecord(t, s, queued)
 	ctx := context.Background()
 	tests := []struct {
 		c     string

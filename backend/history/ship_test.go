@@ -96,7 +96,7 @@ func TestShipFromCountsInThisFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"DROP TABLE team_shipped", "PRAGMA user_version = 5", "DELETE FROM requests", "DELETE FROM breaker_events"} {
+	for _, q := range []string{"DROP TABLE team_shipped", "ALTER TABLE attempts DROP COLUMN warm", "PRAGMA user_version = 5", "DELETE FROM requests", "DELETE FROM breaker_events"} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestShipFromCountsInThisFile(t *testing.T) {
 	mustRecord(t, s, rec("kept", t0))
 	s.Close()
 	db, _ = sql.Open("sqlite", "file:"+path)
-	for _, q := range []string{"DROP TABLE team_shipped", "PRAGMA user_version = 5"} {
+	for _, q := range []string{"DROP TABLE team_shipped", "ALTER TABLE attempts DROP COLUMN warm", "PRAGMA user_version = 5"} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}

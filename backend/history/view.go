@@ -345,6 +345,7 @@ func recordOf(rows [][]driver.Value) (fleet.RequestRecord, error) {
 			Cold:       integer(a[10]) != 0,
 			Demoted:    integer(a[11]) != 0,
 			Fault:      fleet.Fault(text(a[13])),
+			Warm:       integer(a[14]) != 0,
 		}
 		if started, ok := a[6].(int64); ok {
 			at.StartedAt = fromMillis(started)
@@ -474,7 +475,7 @@ func (v *view) warm(candidate string, ttfts []startedTTFT, limit int) []startedT
 	n := len(ttfts)
 	for _, u := range v.recs {
 		for _, a := range u.rows[1:] {
-			if text(a[2]) != candidate || text(a[3]) != string(fleet.OutcomeSuccess) || integer(a[10]) != 0 || a[8] == nil {
+			if text(a[2]) != candidate || text(a[3]) != string(fleet.OutcomeSuccess) || !warmRow(a) || a[8] == nil {
 				continue
 			}
 			start, ok := a[6].(int64)
@@ -489,6 +490,16 @@ func (v *view) warm(candidate string, ttfts []startedTTFT, limit int) []startedT
 	}
 	slices.SortStableFunc(ttfts, func(a, b startedTTFT) int { return cmp.Compare(b.at, a.at) })
 	return ttfts[:min(len(ttfts), limit)]
+}
+
+// warmRow reports whether an attempt's row, as decodeRecord returns it,
+// was a warm sample, as warmTTFTs reads the tables: its warm flag, or for
+// a row of a format without it, not cold.
+func warmRow(a []driver.Value) bool {
+	if w, ok := a[14].(int64); ok {
+		return w != 0
+	}
+	return integer(a[10]) == 0
 }
 
 // startedTTFT is one attempt's TTFT and when it started.

@@ -103,6 +103,7 @@ func variedRecords(n int) []fleet.RequestRecord {
 		for k := range r.Attempts {
 			a := &r.Attempts[k]
 			a.Cold = (i+k)%4 == 0
+			a.Warm = a.Outcome == fleet.OutcomeSuccess && !a.Cold && (i+k)%5 != 0
 			if (i+k)%6 == 0 {
 				a.Reading = &fleet.GPUReading{GPU: k, Source: "nvml", FreeBytes: uint64(i) << 20, TotalBytes: 24 << 30, Reason: "low"}
 			}

@@ -367,6 +367,26 @@ func TestWholeAnswerBrokenMidwaySaysSo(t *testing.T) {
 	})
 }
 
+// A first token with no wait in a queue and no load is a warm sample, and
+// its record says so, for the seed of the next start; a cold one is not.
+func TestWarmSampleIsRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first := tok("A")
+		first.wait = 300 * time.Millisecond
+		f := newFake(map[string]script{"a": {steps: []step{role(), first, finish()}}})
+		rec := &memRecorder{}
+		r := New(testFleet(f, Settings{}), Deps{Recorder: rec})
+		s, err := r.Stream(t.Context(), &fleet.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(s)
+		if a := rec.last().Attempts[0]; !a.Warm || a.TTFT != 300*time.Millisecond {
+			t.Errorf("attempt = %+v; want a warm sample of 300ms", a)
+		}
+	})
+}
+
 // A server without an endpoint for prompt completions answers them 404:
 // it is skipped for those, and still serves chat (u3 review, item 1).
 func TestMissingEndpointIsNotAMissingModel(t *testing.T) {

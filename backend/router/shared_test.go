@@ -128,6 +128,9 @@ func TestSharedServerDeadline(t *testing.T) {
 				if busy := r.States()[0].BusyWithOthers; (tc.text == "busy with work Switchyard did not send") != (busy != "") {
 					t.Errorf("status says a is busy with others: %q", busy)
 				}
+				if a := last.Attempts[0]; a.Outcome == fleet.OutcomeSuccess && a.Warm {
+					t.Errorf("a's success after a wait in its queue is recorded a warm sample: a restart would learn it")
+				}
 				if live.count("a") != 1 {
 					t.Errorf("a was checked %d times; want once", live.count("a"))
 				}

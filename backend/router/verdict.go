@@ -479,7 +479,9 @@ func (ru *run) apply(a *attempt, e ending, v verdict, se *fleet.StatusError, usa
 		ru.r.crashed(c.ID, ru.fingerprint())
 	}
 	if v.sample {
-		ru.r.deps.Deadlines.Observe(c, fleet.TTFTSample{TTFT: a.rec.TTFT, Cold: a.rec.Cold, Queued: e.queued, Usage: usage})
+		smp := fleet.TTFTSample{TTFT: a.rec.TTFT, Cold: a.rec.Cold, Queued: e.queued, Usage: usage}
+		ru.r.deps.Deadlines.Observe(c, smp)
+		a.rec.Warm = smp.Warm()
 	}
 	if v.parsed {
 		ru.unparsed = true
