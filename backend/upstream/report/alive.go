@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/backend/fleet"
+	"github.com/switchyard/switchyard/backend/upstream/ollama"
 )
 
 // Alive is a server's answer to the question whether it is alive and
@@ -44,7 +45,7 @@ type Alive struct {
 // whether it is alive and working. It asks where the answer means
 // something: llama.cpp's /slots (not /health, which answers while
 // inference hangs), else /metrics (llama.cpp with --metrics, vLLM), else
-// /v1/models; Ollama's /api/ps, which answers while a runner hangs, so
+// /api/ps (an Ollama behind its /v1), else /v1/models; Ollama's /api/ps, which answers while a runner hangs, so
 // for Ollama only the router's "nothing completes" rule catches that. The
 // answer also refreshes the server's report.
 func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
@@ -61,25 +62,7 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 		}
 		ep.rememberSizes(running)
 		ep.report.Store(&report{at: p.s.Now(), ollama: true, running: running})
-		names := make([]string, 0, len(running))
-		var progress strings.Builder
-		progress.WriteString("ollama")
-		resident := false
-		for _, r := range running {
-			names = append(names, r.Name)
-			fmt.Fprintf(&progress, " %s@%d", r.Name, r.ExpiresAt.UnixNano())
-			resident = resident || fleet.SameModel(r.Name, c.Model)
-		}
-		ev := fmt.Sprintf("alive: /api/ps answered in %s", took())
-		if len(names) > 0 {
-			ev += "; resident: " + strings.Join(names, ", ")
-		}
-		if !resident {
-			// Ollama lists a model once it has loaded: the request waits
-			// for its load.
-			ev += "; " + c.Model + " not resident yet: loading it"
-		}
-		return Alive{Evidence: ev, Progress: progress.String(), Loading: !resident}
+		return ollamaAlive(c, running, took())
 	}
 	root, err := serverRoot(ep.key.url)
 	if err != nil {
@@ -161,6 +144,12 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 		return Alive{Idle: processing+rep.llama.deferred == 0,
 			Evidence: fmt.Sprintf("alive: /metrics answered in %s; %g processing, %g deferred", took(), processing, rep.llama.deferred), Progress: metricsProgress}
 	}
+	// Ollama behind its OpenAI-compatible /v1: its /api/ps says what it
+	// has loaded, so a late request whose model it is loading is waited
+	// for there too.
+	if running, err := p.ps(ctx, root); err == nil {
+		return ollamaAlive(c, running, took())
+	}
 	// A server that shows no load: that it answers is all it can say.
 	found, err = p.get(ctx, ep, strings.TrimRight(ep.key.url, "/")+"/models", func(io.Reader) error { return nil })
 	switch {
@@ -170,6 +159,29 @@ func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 		return Alive{Err: errors.New("/v1/models: not found")}
 	}
 	return Alive{Evidence: fmt.Sprintf("alive: /v1/models answered in %s (the server shows no queue)", took())}
+}
+
+// ollamaAlive is what an Ollama server's /api/ps, answered in took, says
+// of c's late request: alive, and loading c's model unless it lists it
+// (Ollama lists a model once it has loaded it).
+func ollamaAlive(c fleet.Candidate, running []ollama.Running, took string) Alive {
+	names := make([]string, 0, len(running))
+	var progress strings.Builder
+	progress.WriteString("ollama")
+	resident := false
+	for _, r := range running {
+		names = append(names, r.Name)
+		fmt.Fprintf(&progress, " %s@%d", r.Name, r.ExpiresAt.UnixNano())
+		resident = resident || fleet.SameModel(r.Name, c.Model)
+	}
+	ev := "alive: /api/ps answered in " + took
+	if len(names) > 0 {
+		ev += "; resident: " + strings.Join(names, ", ")
+	}
+	if !resident {
+		ev += "; " + c.Model + " not resident yet: loading it"
+	}
+	return Alive{Evidence: ev, Progress: progress.String(), Loading: !resident}
 }
 
 // progressMetric reports whether a /metrics series counts the tokens a

@@ -52,25 +52,31 @@ func TestAliveProgress(t *testing.T) {
 
 // Ollama lists a model in /api/ps once it has loaded it: a late request
 // whose model is not listed waits for its load (u1 review, item 1).
+// So does an Ollama configured through its OpenAI-compatible /v1, which
+// has no /slots or /metrics.
 func TestAliveSaysLoading(t *testing.T) {
 	srv := newFakeServer(t)
 	ol := fleet.Candidate{ID: "ol", Provider: fleet.ProviderOllama, URL: srv.URL, Model: "tiny", Enabled: true}
-	p, _ := newTestPoller(t, ol)
-	for _, tt := range []struct {
-		ps      string
-		loading bool
-	}{
-		{`{"models":[]}`, true},
-		{`{"models":[{"name":"other:7b","model":"other:7b","size":1}]}`, true},
-		{`{"models":[{"name":"tiny:latest","model":"tiny:latest","size":1}]}`, false},
-	} {
-		srv.answer("/api/ps", 200, tt.ps)
-		a := p.Alive(t.Context(), ol)
-		if a.Err != nil || a.Loading != tt.loading {
-			t.Errorf("/api/ps %s: Alive = %+v; want Loading %v", tt.ps, a, tt.loading)
-		}
-		if tt.loading && !strings.Contains(a.Evidence, "tiny not resident yet") {
-			t.Errorf("evidence %q does not say the model is loading", a.Evidence)
+	ov1 := openaiCand("ov1", srv.URL+"/v1", "tiny")
+	p, _ := newTestPoller(t, ol, ov1)
+	srv.answer("/v1/models", 200, `{"data":[{"id":"tiny"}]}`)
+	for _, c := range []fleet.Candidate{ol, ov1} {
+		for _, tt := range []struct {
+			ps      string
+			loading bool
+		}{
+			{`{"models":[]}`, true},
+			{`{"models":[{"name":"other:7b","model":"other:7b","size":1}]}`, true},
+			{`{"models":[{"name":"tiny:latest","model":"tiny:latest","size":1}]}`, false},
+		} {
+			srv.answer("/api/ps", 200, tt.ps)
+			a := p.Alive(t.Context(), c)
+			if a.Err != nil || a.Loading != tt.loading {
+				t.Errorf("%s, /api/ps %s: Alive = %+v; want Loading %v", c.ID, tt.ps, a, tt.loading)
+			}
+			if tt.loading && !strings.Contains(a.Evidence, "tiny not resident yet") {
+				t.Errorf("%s: evidence %q does not say the model is loading", c.ID, a.Evidence)
+			}
 		}
 	}
 }
