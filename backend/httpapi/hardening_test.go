@@ -388,4 +388,11 @@ func TestRefusalEchoesBounded(t *testing.T) {
 			t.Errorf("%d bytes, status %d; want a 403 of well under 1000 bytes", w.Body.Len(), w.Code)
 		}
 	}
+	// A method too (v4 re-check): 405 on a known path, 404 elsewhere.
+	for _, path := range []string{"/api/chat", "/switchyard/v1/nothing"} {
+		w := do(s, "M"+strings.ToUpper(long), path, "", nil)
+		if w.Code != http.StatusMethodNotAllowed && w.Code != http.StatusNotFound || w.Body.Len() > 1000 {
+			t.Errorf("%s: %d bytes, status %d; want a 405 or 404 of well under 1000 bytes", path, w.Body.Len(), w.Code)
+		}
+	}
 }

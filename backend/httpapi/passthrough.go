@@ -76,7 +76,7 @@ func hopHeader(k string) bool {
 func (s *Server) passThrough(writeErr func(http.ResponseWriter, int, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.o.Upstreams == nil {
-			writeErr(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+fleet.ClipTo(r.URL.Path, 200))
+			writeErr(w, http.StatusNotFound, "no such endpoint: "+fleet.ClipTo(r.Method, maxMethod)+" "+fleet.ClipTo(r.URL.Path, 200))
 			return
 		}
 		rc := http.NewResponseController(w)

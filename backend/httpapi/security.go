@@ -98,8 +98,12 @@ func newGuard(listen string, sec Security) *guard {
 	return g
 }
 
-// maxEchoed bounds a caller's Host or Origin said back in a refusal.
-const maxEchoed = 200
+// maxEchoed bounds a caller's Host or Origin said back in a refusal;
+// maxMethod, its method (the longest HTTP defines is 7 bytes).
+const (
+	maxEchoed = 200
+	maxMethod = 32
+)
 
 // wrap applies the guard in force (cur) to every request. A body must
 // arrive within bodyTime, whichever handler reads it, or none: net/http

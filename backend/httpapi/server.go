@@ -273,11 +273,11 @@ func unrouted(mux *http.ServeMux, write func(http.ResponseWriter, int, string), 
 		switch {
 		case len(allow) > 0:
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			write(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+fleet.ClipTo(r.URL.Path, 200)+" (use "+strings.Join(allow, ", ")+")")
+			write(w, http.StatusMethodNotAllowed, "method "+fleet.ClipTo(r.Method, maxMethod)+" not allowed on "+fleet.ClipTo(r.URL.Path, 200)+" (use "+strings.Join(allow, ", ")+")")
 		case other != nil:
 			other.ServeHTTP(w, r)
 		default:
-			write(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+fleet.ClipTo(r.URL.Path, 200))
+			write(w, http.StatusNotFound, "no such endpoint: "+fleet.ClipTo(r.Method, maxMethod)+" "+fleet.ClipTo(r.URL.Path, 200))
 		}
 	})
 }
