@@ -414,23 +414,31 @@ func MergeToolCall(calls []ToolCall, d ToolCall) []ToolCall {
 }
 
 // SameServer reports whether a and b are served by one server: the same
-// server_key, or the same host and port in their URLs ("localhost" and
-// "127.0.0.1" are not compared as one). Two candidates of one server fail
-// alike when the server is sick, so the same failure on both says nothing
-// about the request.
+// server_key when both have one, else the same host and port in their
+// URLs, where every name of this machine ("localhost", "127.0.0.1",
+// "[::1]") is one host. Two candidates of one server fail alike when the
+// server is sick, so the same failure on both says nothing about the
+// request.
 func SameServer(a, b Candidate) bool {
-	if a.ServerKey != "" && a.ServerKey == b.ServerKey {
-		return true
+	if a.ServerKey != "" && b.ServerKey != "" {
+		return a.ServerKey == b.ServerKey
 	}
-	ha, hb := hostOf(a.URL), hostOf(b.URL)
-	return ha != "" && strings.EqualFold(ha, hb)
+	ua, erra := url.Parse(a.URL)
+	ub, errb := url.Parse(b.URL)
+	if erra != nil || errb != nil || ua.Host == "" || ub.Host == "" || portOf(ua) != portOf(ub) {
+		return false
+	}
+	ha, hb := ua.Hostname(), ub.Hostname()
+	return strings.EqualFold(ha, hb) || ThisMachine(ha) && ThisMachine(hb)
 }
 
-// hostOf is a URL's host and port, "" when it has none.
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
+// portOf is a URL's port, its scheme's when it names none.
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
 	}
-	return u.Host
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
 }

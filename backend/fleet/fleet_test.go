@@ -88,6 +88,11 @@ func TestSameServer(t *testing.T) {
 		{c("http://127.0.0.1:8080/v1", ""), c("http://127.0.0.1:8080", ""), true},
 		{c("http://LOCALHOST:8080/v1", ""), c("http://localhost:8080/v1", ""), true},
 		{c("http://127.0.0.1:8080/v1", ""), c("http://127.0.0.1:8081/v1", ""), false},
+		// Every name of this machine is one host (v4 re-check).
+		{c("http://localhost:9672/v1", ""), c("http://127.0.0.1:9672/v1", ""), true},
+		{c("http://[::1]:9672", ""), c("http://127.0.0.1:9672/v1", ""), true},
+		{c("http://localhost/v1", ""), c("http://127.0.0.1:80", ""), true},
+		{c("http://localhost:9672/v1", ""), c("http://127.0.0.1:9673/v1", ""), false},
 		{c("http://127.0.0.1:1", "box"), c("http://127.0.0.2:1", "box"), true},
 		{c("", ""), c("", ""), false},
 		{c("http://127.0.0.1:1", "x"), c("http://127.0.0.2:1", "y"), false},
