@@ -154,7 +154,7 @@ func TestDecodeRecordRefusesMalformed(t *testing.T) {
 
 // A record a crash left in the inbox or the journal in format 1, from
 // before attempts had their warm flag, is still read: its attempts' warm
-// is NULL, and the seed reads those as it did (not cold).
+// is NULL, which the seed does not take (it may be a queued wait).
 func TestDecodeRecordOfFormat1(t *testing.T) {
 	r := rec("r", t0)
 	r.Attempts[0].Outcome, r.Attempts[0].TTFT = fleet.OutcomeSuccess, 40*time.Millisecond
@@ -191,10 +191,16 @@ func TestDecodeRecordOfFormat1(t *testing.T) {
 	if err != nil {
 		t.Fatalf("decodeRecord(format 1) = %v", err)
 	}
-	if len(old[1]) != attemptValues || old[1][14] != nil || !warmRow(old[1]) {
-		t.Errorf("format 1 attempt = %v; want its warm NULL, read as warm (not cold)", old[1])
+	if len(old[1]) != attemptValues || old[1][14] != nil || warmRow(old[1]) {
+		t.Errorf("format 1 attempt = %v; want its warm NULL, no sample", old[1])
 	}
 	if warmRow(rows[1]) {
 		t.Errorf("format 2 attempt %v, not a warm sample, read as warm", rows[1])
+	}
+	r.Attempts[0].Warm = true
+	if b, _ = encodeRecord(r); true {
+		if rows, _ = decodeRecord(b); !warmRow(rows[1]) {
+			t.Errorf("format 2 attempt %v, a warm sample, not read as warm", rows[1])
+		}
 	}
 }

@@ -310,8 +310,8 @@ func (s *Store) TTFTStats(ctx context.Context, since time.Time) (map[string]TTFT
 }
 
 // WarmTTFTs returns the TTFTs of candidate's newest successful attempts that
-// were warm samples (fleet.Attempt.Warm; for rows written before that was
-// kept, those that were not cold starts), newest first, at most limit of them (limit <= 0
+// were warm samples (fleet.Attempt.Warm; rows written before schema 7 do
+// not say, and a queued wait among them must not be learned), newest first, at most limit of them (limit <= 0
 // means DefaultLimit).
 func (s *Store) WarmTTFTs(ctx context.Context, candidate string, limit int) ([]time.Duration, error) {
 	if limit <= 0 {
@@ -353,7 +353,7 @@ func (s *Store) WarmTTFTs(ctx context.Context, candidate string, limit int) ([]t
 }
 
 const warmTTFTs = `SELECT started_at, ttft_ms FROM attempts
-	WHERE candidate = ? AND outcome = 'success' AND coalesce(warm, cold = 0) AND ttft_ms IS NOT NULL
+	WHERE candidate = ? AND outcome = 'success' AND warm = 1 AND ttft_ms IS NOT NULL
 	ORDER BY started_at DESC LIMIT ?`
 
 // SeriesPoint is one candidate's TTFT over one time bucket.

@@ -247,6 +247,15 @@ func TestWarmTTFTs(t *testing.T) {
 			t.Errorf("WarmTTFTs(%s, %d) = %v, %v; want %v", tt.c, tt.limit, got, err, tt.want)
 		}
 	}
+	// A row written before schema 7 does not say whether it was a
+	// sample: it is not taken.
+	s.settle(ctx)
+	if _, err := s.db.Exec("UPDATE attempts SET warm = NULL WHERE request_id = 't6'"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.WarmTTFTs(ctx, "a", 0); !slices.Equal(got, []time.Duration{30 * ms, 10 * ms}) {
+		t.Errorf("WarmTTFTs(a) with a row of before schema 7 = %v; want it left out", got)
+	}
 }
 
 func TestTTFTSeries(t *testing.T) {

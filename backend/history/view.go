@@ -493,14 +493,9 @@ func (v *view) warm(candidate string, ttfts []startedTTFT, limit int) []startedT
 }
 
 // warmRow reports whether an attempt's row, as decodeRecord returns it,
-// was a warm sample, as warmTTFTs reads the tables: its warm flag, or for
-// a row of a format without it, not cold.
-func warmRow(a []driver.Value) bool {
-	if w, ok := a[14].(int64); ok {
-		return w != 0
-	}
-	return integer(a[10]) == 0
-}
+// was a warm sample, as warmTTFTs reads the tables: its warm flag, which
+// a row of format 1 does not have.
+func warmRow(a []driver.Value) bool { return integer(a[14]) == 1 }
 
 // startedTTFT is one attempt's TTFT and when it started.
 type startedTTFT struct {
