@@ -42,11 +42,12 @@ type attempt struct {
 	// so its wait for a first token is partly a wait in the queue.
 	queued bool
 	// tokened: its first token came (Router.firstToken was told);
-	// extended: its live server was waited for up to the ceiling, the
-	// deadline it then ran under; endStuck is stuckFor as it ended.
-	tokened, extended atomic.Bool
-	extendedTo        atomic.Int64 // the deadline it was extended to, a time.Duration
-	endStuck          time.Duration
+	// extendedTo: its live server was waited for longer than its
+	// deadline, up to this one (a time.Duration; 0 when not); endStuck is
+	// stuckFor as it ended.
+	tokened    atomic.Bool
+	extendedTo atomic.Int64
+	endStuck   time.Duration
 	// The stall watchdog of a committed stream, kept lazily (Stream.Recv,
 	// docs/DESIGN.md, "Stall watchdog"): Recv moves stallAt and says
 	// whether it waits for the upstream, and the timer, armed when a wait
@@ -131,7 +132,7 @@ func (a *attempt) expire() {
 	waited := time.Since(a.rec.StartedAt)
 	// A cold deadline may pass the ceiling: its server is still asked
 	// once, as it may be loading the model.
-	if a.liveness != nil && (waited < a.ceiling || a.rec.Cold && !a.extended.Load()) {
+	if a.liveness != nil && (waited < a.ceiling || a.rec.Cold && a.extendedTo.Load() == 0) {
 		ctx, cancel := context.WithTimeout(a.ctx, LivenessBound)
 		p := a.liveness.Check(ctx, a.e.target.Candidate)
 		cancel()
@@ -144,14 +145,13 @@ func (a *attempt) expire() {
 		// whatever comes next (SPEC 3: giving up aborts the load, and a
 		// deadline too short for it would keep the model cold for ever),
 		// once, up to the ceiling or twice the deadline the load passed.
-		loadingIt := p.Loading && !a.extended.Load()
+		loadingIt := p.Loading && a.extendedTo.Load() == 0
 		until := a.ceiling
 		if loadingIt {
 			until = max(a.ceiling, 2*a.rec.Deadline)
 		}
 		if p.Err == nil && !p.Idle && (a.last || loadingIt) && a.stuckFor(time.Now()) == 0 && waited < until {
 			if a.phase.CompareAndSwap(phaseChecking, phaseWaiting) {
-				a.extended.Store(true)
 				a.extendedTo.Store(int64(until))
 				a.timer.Reset(max(until-time.Since(a.rec.StartedAt), 0))
 			}
@@ -306,8 +306,8 @@ func (a *attempt) release() error {
 	a.endStuck = a.stuckFor(now) // with this attempt still among those waiting
 	a.r.waitEnded(a.e.target.Candidate.ID, now, a.tokened.Load(), now.Sub(a.rec.StartedAt))
 	a.rec.Duration = now.Sub(a.rec.StartedAt)
-	if a.extended.Load() {
-		a.rec.Deadline = time.Duration(a.extendedTo.Load())
+	if to := a.extendedTo.Load(); to != 0 {
+		a.rec.Deadline = time.Duration(to)
 	}
 	return cause
 }

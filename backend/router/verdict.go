@@ -38,8 +38,8 @@ type ending struct {
 	// it has produced a first token for longer than the ceiling.
 	stuck time.Duration
 	// suspect is the signature of the request's pending suspect, "" when
-	// none or on this attempt's server (fleet.SameServer); unparsed and emptySeen say what earlier attempts of the
-	// request did.
+	// none or on this attempt's server (fleet.SameServer); unparsed and
+	// emptySeen say what earlier attempts of the request did.
 	suspect   string
 	unparsed  bool
 	emptySeen bool

@@ -45,9 +45,10 @@ type Alive struct {
 // whether it is alive and working. It asks where the answer means
 // something: llama.cpp's /slots (not /health, which answers while
 // inference hangs), else /metrics (llama.cpp with --metrics, vLLM), else
-// /api/ps (an Ollama behind its /v1), else /v1/models; Ollama's /api/ps, which answers while a runner hangs, so
-// for Ollama only the router's "nothing completes" rule catches that. The
-// answer also refreshes the server's report.
+// /api/ps (an Ollama behind its /v1), else /v1/models. Ollama's /api/ps
+// answers while a runner hangs, so for Ollama only the router's "nothing
+// completes" rule catches that. The answer also refreshes the server's
+// report.
 func (p *Poller) Alive(ctx context.Context, c fleet.Candidate) Alive {
 	ep, _ := p.lookup(c)
 	if ep == nil {
