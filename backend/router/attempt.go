@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -133,9 +134,7 @@ func (a *attempt) expire() {
 	// A cold deadline may pass the ceiling: its server is still asked
 	// once, as it may be loading the model.
 	if a.liveness != nil && (waited < a.ceiling || a.rec.Cold && a.extendedTo.Load() == 0) {
-		ctx, cancel := context.WithTimeout(a.ctx, LivenessBound)
-		p := a.liveness.Check(ctx, a.e.target.Candidate)
-		cancel()
+		p := a.check()
 		if p.Err == nil {
 			a.r.progressed(a.e.target.Candidate.ID, time.Now(), p.Progress)
 		}
@@ -160,6 +159,24 @@ func (a *attempt) expire() {
 	}
 	if a.phase.CompareAndSwap(phaseChecking, phaseCut) {
 		a.cancel(fleet.ErrFirstTokenTimeout)
+	}
+}
+
+// check asks the attempt's server whether it is alive, within
+// LivenessBound. The last candidate's server that did not answer in time
+// is asked once more: a healthy server on a machine whose cores are all
+// busy may take that long, and cutting the last candidate answers the
+// caller 503 where the server alone would have answered; a hung one costs
+// a second bound more.
+func (a *attempt) check() Pulse {
+	for try := 0; ; try++ {
+		ctx, cancel := context.WithTimeout(a.ctx, LivenessBound)
+		p := a.liveness.Check(ctx, a.e.target.Candidate)
+		late := p.Err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if !late || !a.last || try == 1 || a.ctx.Err() != nil {
+			return p
+		}
 	}
 }
 

@@ -20,12 +20,18 @@ type fakeLiveness struct {
 	pulse  map[string]Pulse
 	took   time.Duration
 	checks map[string]int
+	// slow: how many of a candidate's next checks answer after the bound.
+	slow map[string]int
 }
 
 func (f *fakeLiveness) Check(ctx context.Context, c fleet.Candidate) Pulse {
 	f.mu.Lock()
 	f.checks[c.ID]++
 	p, took := f.pulse[c.ID], f.took
+	if f.slow[c.ID] > 0 {
+		f.slow[c.ID]--
+		took = 2 * LivenessBound
+	}
 	f.mu.Unlock()
 	if err := sleep(ctx, took); err != nil {
 		return Pulse{Err: err}
@@ -52,6 +58,17 @@ var (
 	// Ollama's /api/ps, its model not listed yet: it is loading it.
 	loadingPulse = Pulse{Loading: true, Evidence: "alive: /api/ps answered in 1 ms; tiny not resident yet: loading it"}
 )
+
+// slowOrFallback is a fleet of a, which runs script slow, and b, which
+// answers at once, or of a alone; first_token_timeout is 60 s.
+func slowOrFallback(slow script, only bool) Fleet {
+	fl := testFleet(newFake(map[string]script{"a": slow, "b": answer("B")}), Settings{FirstTokenTimeout: 60 * time.Second})
+	fl.Targets = fl.Targets[:2]
+	if only {
+		fl.Targets = fl.Targets[:1]
+	}
+	return fl
+}
 
 // The decision table of a first-token deadline on a server other clients
 // share (docs/DESIGN.md, "Shared servers"): a with a learned deadline of
@@ -88,12 +105,7 @@ func TestSharedServerDeadline(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFake(map[string]script{"a": slow, "b": answer("B")})
-				fl := testFleet(f, Settings{FirstTokenTimeout: 60 * time.Second})
-				fl.Targets = fl.Targets[:2]
-				if tc.only {
-					fl.Targets = fl.Targets[:1]
-				}
+				fl := slowOrFallback(slow, tc.only)
 				rec := &memRecorder{}
 				spy := &spyDeadlines{d: 300 * time.Millisecond}
 				live := &fakeLiveness{pulse: map[string]Pulse{"a": tc.pulse}, took: 3 * time.Millisecond, checks: map[string]int{}}
@@ -702,5 +714,48 @@ func TestBandsLearnHowLongAnswersTake(t *testing.T) {
 	}
 	if s := r.mark("a").service; s < 15*time.Second || s > 20*time.Second {
 		t.Errorf("a's answers take %v by its average; want about 20s", s)
+	}
+}
+
+// A liveness check that gets no answer within its bound is asked once
+// more of the last candidate's server, which a machine with every core
+// busy may slow that much: cutting it would answer 503 where the server
+// alone answers (v4 re-check: 1 run in 7 at load 9). A hung one is still
+// cut, a bound later; one with a fallback is not asked twice.
+func TestLateLivenessAnswer(t *testing.T) {
+	slow := script{steps: []step{role(), {wait: 5 * time.Second, chunk: fleet.Chunk{Content: "A"}}, finish()}}
+	for _, tc := range []struct {
+		name     string
+		only     bool
+		late     int // checks that answer after the bound
+		want     []string
+		checks   int
+		failures int
+	}{
+		{name: "the last candidate, late once", only: true, late: 1, want: []string{"a:success/"}, checks: 2},
+		{name: "the last candidate, hung", only: true, late: 2, want: []string{"a:timeout/server"}, checks: 2, failures: 1},
+		{name: "with a fallback, late once", late: 1, want: []string{"a:timeout/server", "b:success/"}, checks: 1, failures: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fl := slowOrFallback(slow, tc.only)
+				rec := &memRecorder{}
+				live := &fakeLiveness{pulse: map[string]Pulse{"a": busyPulse}, took: 3 * time.Millisecond,
+					checks: map[string]int{}, slow: map[string]int{"a": tc.late}}
+				r := New(fl, Deps{Recorder: rec, Deadlines: &spyDeadlines{d: 300 * time.Millisecond}, Liveness: live})
+				if s, err := r.Stream(t.Context(), &fleet.Request{}); err == nil {
+					drain(s)
+				}
+				if got := faults(rec.last().Attempts); !equal(got, tc.want) {
+					t.Errorf("attempts = %v; want %v", got, tc.want)
+				}
+				if n := live.count("a"); n != tc.checks {
+					t.Errorf("a was checked %d times; want %d", n, tc.checks)
+				}
+				if n := r.Breaker("a").Snapshot().Failures; n != tc.failures {
+					t.Errorf("a's breaker counted %d failures; want %d", n, tc.failures)
+				}
+			})
+		})
 	}
 }
